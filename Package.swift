@@ -1,0 +1,32 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+/// Every Swift target: Swift 6 language mode (set package-wide below), strict
+/// concurrency, and imports that are internal unless a signature needs them.
+let strictSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "BlueZKit",
+    products: [],
+    targets: [
+        .systemLibrary(
+            name: "CDBus",
+            pkgConfig: "dbus-1",
+            providers: [.apt(["libdbus-1-dev"])]
+        ),
+        .target(
+            name: "DBus",
+            dependencies: ["CDBus"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "DBusTests",
+            dependencies: ["DBus"],
+            swiftSettings: strictSettings
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

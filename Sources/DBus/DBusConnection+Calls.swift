@@ -1,0 +1,148 @@
+internal import CDBus
+import Dispatch
+
+extension DBusConnection {
+    /// The default time a method call may take before it fails with `timeout`.
+    package static let defaultCallTimeout: Duration = .seconds(25)
+
+    /// One method call waiting for its reply. Queue-confined.
+    final class PendingCall {
+        var pending: OpaquePointer?
+        var continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>?
+        var cancelled = false
+
+        init(_ continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>) {
+            self.continuation = continuation
+        }
+
+        /// Resumes the caller once and releases the libdbus pending call.
+        func finish(_ result: Result<DBusMessage, DBusError>, connection: DBusConnection) {
+            if let pending {
+                dbus_pending_call_cancel(pending)
+                dbus_pending_call_unref(pending)
+                self.pending = nil
+            }
+            continuation?.resume(returning: result)
+            continuation = nil
+        }
+    }
+
+    /// Sends a method call and waits for its reply, without blocking any thread.
+    ///
+    /// - Returns: the method return.
+    /// - Throws: the peer's error reply as a `DBusError` (its name and message
+    ///   kept); `timeout` after `timeout` (libdbus's timer); `noReply` when the
+    ///   peer left the bus without answering; `disconnected` when this
+    ///   connection closes; `cancelled` when the task is cancelled (the
+    ///   pending call is cancelled in libdbus too).
+    package func call(_ message: DBusMessage, timeout: Duration = defaultCallTimeout) async throws(DBusError)
+        -> DBusMessage
+    {
+        let id = CallID()
+        let result: Result<DBusMessage, DBusError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                queue.async { self.startCall(message, timeout: timeout, id: id, continuation) }
+            }
+        } onCancel: {
+            queue.async { self.cancelCall(id) }
+        }
+        return try result.get()
+    }
+
+    /// Convenience: a method call built and sent in one step; returns the reply's arguments.
+    package func call(
+        destination: BusName?, path: ObjectPath, interface: InterfaceName, member: MemberName,
+        arguments: [DBusValue] = [], timeout: Duration = defaultCallTimeout
+    ) async throws(DBusError) -> [DBusValue] {
+        let message = try DBusMessage.methodCall(
+            destination: destination, path: path, interface: interface, member: member, arguments: arguments)
+        return try await call(message, timeout: timeout).arguments()
+    }
+
+    /// Identifies one `call` between its start and its cancellation handler.
+    /// `cancelled` is touched only on the connection's queue.
+    final class CallID: @unchecked Sendable {
+        var cancelled = false
+    }
+
+    private func startCall(
+        _ message: DBusMessage, timeout: Duration, id: CallID,
+        _ continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>
+    ) {
+        let call = PendingCall(continuation)
+        if id.cancelled {
+            return call.finish(.failure(DBusError(.cancelled, "the call was cancelled")), connection: self)
+        }
+        guard isOpen else {
+            return call.finish(.failure(DBusError(.disconnected, "the connection is closed")), connection: self)
+        }
+        var pending: OpaquePointer? = nil
+        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        guard dbus_connection_send_with_reply(raw, message.raw, &pending, max(1, milliseconds)) != 0, let pending else {
+            let reason =
+                dbus_connection_get_is_connected(raw) == 0
+                ? DBusError(.disconnected, "the connection is closed")
+                : DBusError(.invalidArgs, "this connection cannot pass Unix file descriptors")
+            return call.finish(.failure(reason), connection: self)
+        }
+        call.pending = pending
+        let key = ObjectIdentifier(id)
+        pendingCalls[key] = call
+        let box = Unmanaged.passRetained(PendingCallContext(connection: self, key: key)).toOpaque()
+        let installed = dbus_pending_call_set_notify(
+            pending,
+            { pending, data in
+                guard let pending, let data else { return }
+                let context = Unmanaged<PendingCallContext>.fromOpaque(data).takeUnretainedValue()
+                context.connection?.completeCall(context.key, pending)
+            },
+            box,
+            { data in
+                guard let data else { return }
+                Unmanaged<PendingCallContext>.fromOpaque(data).release()
+            })
+        if installed == 0 {
+            Unmanaged<PendingCallContext>.fromOpaque(box).release()
+            pendingCalls[key] = nil
+            call.finish(.failure(DBusError(.noMemory, "cannot watch the pending call")), connection: self)
+        } else if dbus_pending_call_get_completed(pending) != 0 {
+            completeCall(key, pending)
+        }
+    }
+
+    /// What the C notify callback needs to find the call again.
+    final class PendingCallContext {
+        weak var connection: DBusConnection?
+        let key: ObjectIdentifier
+        init(connection: DBusConnection, key: ObjectIdentifier) {
+            self.connection = connection
+            self.key = key
+        }
+    }
+
+    private func completeCall(_ key: ObjectIdentifier, _ pending: OpaquePointer) {
+        guard let call = pendingCalls.removeValue(forKey: key) else { return }
+        guard let reply = dbus_pending_call_steal_reply(pending) else {
+            return call.finish(.failure(DBusError(.noReply, "no reply")), connection: self)
+        }
+        let message = DBusMessage(owning: reply)
+        if message.kind == .error, var error = message.error {
+            if error.code == .noReply, message.sender == nil {
+                // libdbus made this reply itself: its timer fired, or the connection went away.
+                error = isOpen && dbus_connection_get_is_connected(raw) != 0
+                    ? DBusError(.timeout, "no reply within the timeout")
+                    : DBusError(.disconnected, "the connection closed before the reply")
+            }
+            call.finish(.failure(error), connection: self)
+        } else {
+            call.finish(.success(message), connection: self)
+        }
+    }
+
+    private func cancelCall(_ id: CallID) {
+        id.cancelled = true
+        if let call = pendingCalls.removeValue(forKey: ObjectIdentifier(id)) {
+            call.finish(.failure(DBusError(.cancelled, "the call was cancelled")), connection: self)
+        }
+    }
+}

@@ -1,0 +1,184 @@
+internal import CDBus
+import Dispatch
+
+/// The main loop, modelled on BlueZ's `gdbus/mainloop.c`: libdbus watches
+/// become dispatch read/write sources, libdbus timeouts become dispatch timers,
+/// and the dispatch-status callback only schedules a drain on the queue —
+/// never dispatching inside a libdbus callback.
+///
+/// libdbus calls the watch and timeout functions while it holds the
+/// connection's lock, so they only create, toggle and cancel sources.
+extension DBusConnection {
+    /// The dispatch sources of one `DBusWatch`.
+    final class WatchSources {
+        var read: (any DispatchSourceRead)?
+        var write: (any DispatchSourceWrite)?
+        var readRunning = false
+        var writeRunning = false
+    }
+
+    func installMainLoop() {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        dbus_connection_set_watch_functions(
+            raw,
+            { watch, data in
+                guard let watch, let data else { return 0 }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().addWatch(watch)
+                return 1
+            },
+            { watch, data in
+                guard let watch, let data else { return }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().removeWatch(watch)
+            },
+            { watch, data in
+                guard let watch, let data else { return }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().toggleWatch(watch)
+            },
+            me, nil)
+        dbus_connection_set_timeout_functions(
+            raw,
+            { timeout, data in
+                guard let timeout, let data else { return 0 }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().updateTimeout(timeout)
+                return 1
+            },
+            { timeout, data in
+                guard let timeout, let data else { return }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().removeTimeout(timeout)
+            },
+            { timeout, data in
+                guard let timeout, let data else { return }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().updateTimeout(timeout)
+            },
+            me, nil)
+        dbus_connection_set_dispatch_status_function(
+            raw,
+            { _, status, data in
+                guard let data, status == DBUS_DISPATCH_DATA_REMAINS else { return }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().scheduleDrain()
+            },
+            me, nil)
+        dbus_connection_set_wakeup_main_function(
+            raw,
+            { data in
+                guard let data else { return }
+                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().scheduleDrain()
+            },
+            me, nil)
+        _ = dbus_connection_add_filter(
+            raw,
+            { _, message, data in
+                guard let message, let data else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
+                return Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().handleIncoming(message)
+            },
+            me, nil)
+        if dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS { scheduleDrain() }
+    }
+
+    /// Detaches every callback (libdbus then removes its watches and timeouts through them).
+    func removeMainLoop() {
+        dbus_connection_set_watch_functions(raw, nil, nil, nil, nil, nil)
+        dbus_connection_set_timeout_functions(raw, nil, nil, nil, nil, nil)
+        dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
+        dbus_connection_set_wakeup_main_function(raw, nil, nil, nil)
+        for key in Array(watches.keys) { cancel(watches.removeValue(forKey: key)!) }
+        for timer in timers.values { timer.cancel() }
+        timers.removeAll()
+    }
+
+    /// Asks for one drain of the incoming queue; coalesces repeated requests.
+    func scheduleDrain() {
+        queue.async { [weak self] in
+            guard let self, !self.drainScheduled else { return }
+            self.drainScheduled = true
+            self.drain()
+        }
+    }
+
+    /// Dispatches every message libdbus has read, on `queue`.
+    func drain() {
+        drainScheduled = false
+        while isOpen, dbus_connection_dispatch(raw) == DBUS_DISPATCH_DATA_REMAINS {}
+    }
+
+    // MARK: Watches
+
+    private func addWatch(_ watch: OpaquePointer) {
+        let key = UnsafeMutableRawPointer(watch)
+        let fd = dbus_watch_get_unix_fd(watch)
+        let flags = dbus_watch_get_flags(watch)
+        let sources = WatchSources()
+        if flags & DBUS_WATCH_READABLE.rawValue != 0 {
+            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            source.setEventHandler { [weak self] in self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue) }
+            sources.read = source
+        }
+        if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
+            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+            source.setEventHandler { [weak self] in self?.handleWatch(key, watch, DBUS_WATCH_WRITABLE.rawValue) }
+            sources.write = source
+        }
+        watches[key] = sources
+        toggleWatch(watch)
+    }
+
+    private func handleWatch(_ key: UnsafeMutableRawPointer, _ watch: OpaquePointer, _ condition: UInt32) {
+        // The watch may have been removed while this event was queued.
+        guard watches[key] != nil else { return }
+        _ = dbus_watch_handle(watch, condition)
+        drain()
+    }
+
+    private func toggleWatch(_ watch: OpaquePointer) {
+        guard let sources = watches[UnsafeMutableRawPointer(watch)] else { return }
+        let enabled = dbus_watch_get_enabled(watch) != 0
+        if let read = sources.read, sources.readRunning != enabled {
+            if enabled { read.resume() } else { read.suspend() }
+            sources.readRunning = enabled
+        }
+        if let write = sources.write, sources.writeRunning != enabled {
+            if enabled { write.resume() } else { write.suspend() }
+            sources.writeRunning = enabled
+        }
+    }
+
+    private func removeWatch(_ watch: OpaquePointer) {
+        guard let sources = watches.removeValue(forKey: UnsafeMutableRawPointer(watch)) else { return }
+        cancel(sources)
+    }
+
+    /// Cancels both sources; a suspended source is resumed after cancelling,
+    /// because libdispatch must not release a suspended source.
+    private func cancel(_ sources: WatchSources) {
+        if let read = sources.read {
+            read.cancel()
+            if !sources.readRunning { read.resume() }
+        }
+        if let write = sources.write {
+            write.cancel()
+            if !sources.writeRunning { write.resume() }
+        }
+    }
+
+    // MARK: Timeouts
+
+    private func updateTimeout(_ timeout: OpaquePointer) {
+        let key = UnsafeMutableRawPointer(timeout)
+        timers.removeValue(forKey: key)?.cancel()
+        guard dbus_timeout_get_enabled(timeout) != 0 else { return }
+        let interval = max(1, Int(dbus_timeout_get_interval(timeout)))
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
+        timer.setEventHandler { [weak self] in
+            guard let self, self.timers[key] != nil else { return }
+            _ = dbus_timeout_handle(timeout)
+            self.drain()
+        }
+        timers[key] = timer
+        timer.resume()
+    }
+
+    private func removeTimeout(_ timeout: OpaquePointer) {
+        timers.removeValue(forKey: UnsafeMutableRawPointer(timeout))?.cancel()
+    }
+}

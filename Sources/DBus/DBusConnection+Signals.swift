@@ -1,0 +1,151 @@
+internal import CDBus
+import Dispatch
+
+extension DBusConnection {
+    /// Subscribes `handler` to the signals that match `rule`.
+    ///
+    /// Adds the rule to the bus (reference-counted: one AddMatch per distinct
+    /// rule) and returns once the bus confirmed it, so no matching signal sent
+    /// after this returns is missed. A rule whose sender is a well-known name
+    /// matches that name's current owner, tracked here. `handler` runs on
+    /// `queue`, in the order the signals arrived, and never after the
+    /// subscription is cancelled or released.
+    package func subscribe(_ rule: DBusMatchRule, handler: @escaping @Sendable (DBusMessage) -> Void)
+        async throws(DBusError) -> DBusSubscription
+    {
+        var nameTracking: DBusSubscription? = nil
+        if let sender = rule.sender, !sender.isUnique, sender != .bus {
+            nameTracking = try await trackOwner(of: sender)
+        }
+        let holder = SubscriptionHolder()
+        let subscription = DBusSubscription { [weak self, holder, nameTracking] in
+            guard let self else { return }
+            self.queue.async {
+                guard let id = holder.id else { return }
+                if let unused = self.router.remove(id: id, rule: rule) { self.removeMatch(unused) }
+                nameTracking?.cancel()
+            }
+        }
+        let isNewRule: Bool = try onQueue { () throws(DBusError) -> Bool in
+            guard isOpen else { throw DBusError(.disconnected, "the connection is closed") }
+            let added = router.add(rule, state: .init(subscription), handler: handler)
+            holder.id = added.id
+            return added.isNewRule
+        }
+        if isBus && isNewRule {
+            do {
+                _ = try await call(
+                    destination: .bus, path: Self.busPath, interface: .bus, member: "AddMatch",
+                    arguments: [.string(rule.description)])
+            } catch {
+                subscription.cancel()
+                throw error
+            }
+        }
+        return subscription
+    }
+
+    /// Subscribes to `NameOwnerChanged` for `name` and reports its current
+    /// owner first (nil when it has none), then every change, on `queue`.
+    package func watchNameOwner(_ name: BusName, handler: @escaping @Sendable (BusName?) -> Void)
+        async throws(DBusError) -> DBusSubscription
+    {
+        let rule = DBusMatchRule(
+            sender: .bus, path: Self.busPath, interface: .bus, member: "NameOwnerChanged", arg0: name.rawValue)
+        let subscription = try await subscribe(rule) { message in
+            guard let args = try? message.arguments(), args.count == 3, let newOwner = args[2].stringValue else {
+                return
+            }
+            handler(newOwner.isEmpty ? nil : BusName(trusted: newOwner))
+        }
+        let owner = try await nameOwner(of: name)
+        queue.async {
+            if !subscription.isCancelled.load(ordering: .acquiring) { handler(owner) }
+        }
+        return subscription
+    }
+
+    /// The unique name that owns `name` now, or nil (`GetNameOwner`).
+    package func nameOwner(of name: BusName) async throws(DBusError) -> BusName? {
+        if name.isUnique || name == .bus { return name }
+        do {
+            let reply = try await call(
+                destination: .bus, path: Self.busPath, interface: .bus, member: "GetNameOwner",
+                arguments: [.string(name.rawValue)])
+            return reply.first?.stringValue.map(BusName.init(trusted:))
+        } catch where error.code == .nameHasNoOwner {
+            return nil
+        }
+    }
+
+    static let busPath = ObjectPath(trusted: "/org/freedesktop/DBus")
+
+    final class SubscriptionHolder: @unchecked Sendable {
+        /// Set once on the queue before the subscription can be cancelled there.
+        var id: UInt64?
+    }
+
+    /// A well-known name whose owner routing needs. Queue-confined.
+    struct TrackedName {
+        var owner: BusName?
+        var users: Int
+    }
+
+    /// Keeps `nameOwners[name]` current while the returned subscription lives.
+    func trackOwner(of name: BusName) async throws(DBusError) -> DBusSubscription {
+        let first: Bool = onQueue {
+            if nameOwners[name] != nil {
+                nameOwners[name]!.users += 1
+                return false
+            }
+            nameOwners[name] = TrackedName(owner: nil, users: 1)
+            return true
+        }
+        let release = DBusSubscription { [weak self] in
+            guard let self else { return }
+            self.queue.async {
+                guard var tracked = self.nameOwners[name] else { return }
+                tracked.users -= 1
+                self.nameOwners[name] = tracked.users > 0 ? tracked : nil
+                if tracked.users == 0 { self.ownerWatches[name] = nil }
+            }
+        }
+        if first {
+            let watch = try await watchNameOwner(name) { [weak self] owner in
+                self?.nameOwners[name]?.owner = owner
+            }
+            // The watch's first report (the current owner) is queued before this runs.
+            onQueue { ownerWatches[name] = watch }
+        }
+        return release
+    }
+
+    /// Delivers a signal to every live subscription whose rule it matches. On `queue`.
+    func routeSignal(_ message: DBusMessage) {
+        if let path = message.path, let entries = router.byPath[path] {
+            deliver(message, to: entries)
+        }
+        deliver(message, to: router.unrouted)
+    }
+
+    private func deliver(_ message: DBusMessage, to entries: [SignalRouter.Entry]) {
+        for entry in entries {
+            let owner = entry.rule.sender.flatMap { nameOwners[$0]?.owner }
+            guard entry.rule.matches(message, senderOwner: owner), !entry.state.isCancelled else { continue }
+            entry.handler(message)
+        }
+    }
+
+    private func removeMatch(_ rule: DBusMatchRule) {
+        guard isBus, isOpen,
+            let message = try? DBusMessage.methodCall(
+                destination: .bus, path: Self.busPath, interface: .bus, member: "RemoveMatch",
+                arguments: [.string(rule.description)])
+        else { return }
+        dbus_message_set_no_reply(message.raw, 1)
+        sendOnQueue(message)
+    }
+
+    /// Number of distinct match rules this connection holds (for tests).
+    package var matchRuleCount: Int { onQueue { router.ruleCount } }
+}

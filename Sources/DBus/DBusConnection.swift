@@ -1,0 +1,204 @@
+internal import CDBus
+package import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A private connection to a D-Bus bus (or peer), with its own serial queue as main loop.
+///
+/// Threading: every libdbus call on the connection happens on `queue`;
+/// methods may be called from any thread and hop onto it. The queue is never
+/// blocked waiting for a reply: calls are asynchronous, so while one of our
+/// calls is pending, calls to our exported objects are served. Signal
+/// handlers and method handlers run on `queue`; they must not block.
+///
+/// All mutable state below is touched only on `queue` — the invariant behind
+/// `@unchecked Sendable` (checked with `dispatchPrecondition` in debug builds).
+package final class DBusConnection: @unchecked Sendable {
+    /// The serial queue that runs this connection's main loop and handlers.
+    package let queue: DispatchQueue
+    let raw: OpaquePointer
+    /// Whether the connection is to a message bus (sent `Hello`).
+    package let isBus: Bool
+
+    private let uniqueNameStorage = Mutex<BusName?>(nil)
+    private let openStorage = Atomic<Bool>(true)
+
+    // Queue-confined state.
+    var watches: [UnsafeMutableRawPointer: WatchSources] = [:]
+    var timers: [UnsafeMutableRawPointer: any DispatchSourceTimer] = [:]
+    var drainScheduled = false
+    var pendingCalls: [ObjectIdentifier: PendingCall] = [:]
+    var router = SignalRouter()
+    var objects = ObjectTree()
+    var nameOwners: [BusName: TrackedName] = [:]
+    var ownerWatches: [BusName: DBusSubscription] = [:]
+    var disconnectHandlers: [@Sendable () -> Void] = []
+
+    /// The address of the system bus: `DBUS_SYSTEM_BUS_ADDRESS`, else libdbus's default.
+    package static var systemBusAddress: String {
+        if let env = getenv("DBUS_SYSTEM_BUS_ADDRESS"), env.pointee != 0 { return String(cString: env) }
+        return "unix:path=/var/run/dbus/system_bus_socket"
+    }
+
+    /// Opens a private connection to the system bus (honouring `DBUS_SYSTEM_BUS_ADDRESS`).
+    package static func systemBus(label: String = "bluezkit.dbus") async throws(DBusError) -> DBusConnection {
+        try await open(address: systemBusAddress, label: label)
+    }
+
+    /// Opens a private connection to `address`; registers with the bus (`Hello`) unless `bus` is false.
+    ///
+    /// The socket connect happens on the new connection's queue; authentication
+    /// and `Hello` are asynchronous. Errors: `failed` / `serviceUnknown` when the
+    /// address cannot be reached, `invalidArgs` for a malformed address.
+    package static func open(address: String, bus: Bool = true, label: String = "bluezkit.dbus")
+        async throws(DBusError) -> DBusConnection
+    {
+        Self.initializeThreads
+        let queue = DispatchQueue(label: label)
+        let opened: Result<RawPointer, DBusError> = await withCheckedContinuation { continuation in
+            queue.async {
+                var error = CDBus.DBusError()
+                dbus_error_init(&error)
+                defer { dbus_error_free(&error) }
+                guard !address.utf8.contains(0), let raw = dbus_connection_open_private(address, &error) else {
+                    let name = error.name.map { String(cString: $0) } ?? DBusError.name(for: .failed)
+                    let message = error.message.map { String(cString: $0) } ?? "cannot connect to '\(address)'"
+                    continuation.resume(returning: .failure(DBusError(name: name, message: message)))
+                    return
+                }
+                continuation.resume(returning: .success(RawPointer(raw)))
+            }
+        }
+        let connection = DBusConnection(raw: try opened.get().pointer, queue: queue, isBus: bus)
+        if bus { try await connection.hello() }
+        return connection
+    }
+
+    /// A libdbus pointer handed from the queue that made it to the caller, who becomes its only user.
+    struct RawPointer: @unchecked Sendable {
+        let pointer: OpaquePointer
+        init(_ pointer: OpaquePointer) { self.pointer = pointer }
+    }
+
+    private static let initializeThreads: Void = { _ = dbus_threads_init_default() }()
+
+    private init(raw: OpaquePointer, queue: DispatchQueue, isBus: Bool) {
+        self.raw = raw
+        self.queue = queue
+        self.isBus = isBus
+        dbus_connection_set_exit_on_disconnect(raw, 0)
+        queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
+        queue.sync { installMainLoop() }
+    }
+
+    deinit {
+        // The last reference is gone, so no block of ours is queued or running:
+        // tearing down here cannot race with the queue.
+        tearDown(reason: DBusError(.disconnected, "connection released"))
+        dbus_connection_unref(raw)
+    }
+
+    /// The unique name the bus gave us (`:1.42`), nil for peer connections.
+    package var uniqueName: BusName? { uniqueNameStorage.withLock { $0 } }
+
+    func setUniqueName(_ name: BusName) {
+        uniqueNameStorage.withLock { $0 = name }
+        _ = dbus_bus_set_unique_name(raw, name.rawValue)
+    }
+
+    /// False after `close()` or once the peer disconnected.
+    package var isOpen: Bool { openStorage.load(ordering: .acquiring) }
+
+    /// Whether Unix file descriptors can be passed on this connection.
+    package var canPassFileDescriptors: Bool {
+        // libdbus locks the connection itself (threads were initialised).
+        dbus_connection_can_send_type(raw, CDBUS_TYPE_UNIX_FD) != 0
+    }
+
+    /// Calls `handler` on `queue` once, when the connection is lost or closed.
+    package func onDisconnect(_ handler: @escaping @Sendable () -> Void) {
+        queue.async {
+            if self.isOpen { self.disconnectHandlers.append(handler) } else { handler() }
+        }
+    }
+
+    /// Closes the connection: pending calls fail with `disconnected`, deferred
+    /// replies can no longer be sent, and the bus drops our match rules and names.
+    /// Safe to call from any thread, including from a handler on `queue`.
+    package func close() {
+        onQueue { self.tearDown(reason: DBusError(.disconnected, "connection closed")) }
+    }
+
+    /// Runs `body` on `queue` and waits for it; runs it directly when already there.
+    func onQueue<T>(_ body: () throws(DBusError) -> T) throws(DBusError) -> T {
+        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return try body() }
+        let result: Result<T, DBusError> = queue.sync {
+            do throws(DBusError) { return .success(try body()) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    func onQueue<T>(_ body: () -> T) -> T {
+        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return body() }
+        return queue.sync(execute: body)
+    }
+
+    static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
+
+    /// Sends a message without waiting for anything (signals, replies, calls
+    /// that expect no reply). Returns false when the connection is closed.
+    @discardableResult
+    package func send(_ message: DBusMessage) -> Bool {
+        guard isOpen else { return false }
+        queue.async { self.sendOnQueue(message) }
+        return true
+    }
+
+    @discardableResult
+    func sendOnQueue(_ message: DBusMessage) -> Bool {
+        guard isOpen else { return false }
+        return dbus_connection_send(raw, message.raw, nil) != 0
+    }
+
+    // MARK: Teardown
+
+    /// Queue-confined (or deinit): idempotent.
+    func tearDown(reason: DBusError) {
+        guard openStorage.exchange(false, ordering: .acquiringAndReleasing) else { return }
+        dbus_connection_close(raw)
+        for call in pendingCalls.values { call.finish(.failure(reason), connection: self) }
+        pendingCalls.removeAll()
+        objects.removeAll()
+        router.removeAll()
+        nameOwners.removeAll()
+        ownerWatches.removeAll()
+        removeMainLoop()
+        let handlers = disconnectHandlers
+        disconnectHandlers.removeAll()
+        for handler in handlers { handler() }
+    }
+
+    // MARK: Incoming messages
+
+    /// The filter every incoming message passes (replies to our pending calls
+    /// are taken by libdbus before it). Runs on `queue`, inside dispatch.
+    func handleIncoming(_ rawMessage: OpaquePointer) -> DBusHandlerResult {
+        let type = dbus_message_get_type(rawMessage)
+        if type == CDBUS_MESSAGE_TYPE_SIGNAL {
+            if dbus_message_is_signal(rawMessage, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
+                queue.async { self.tearDown(reason: DBusError(.disconnected, "the bus closed the connection")) }
+                return DBUS_HANDLER_RESULT_HANDLED
+            }
+            routeSignal(DBusMessage(retaining: rawMessage))
+            return DBUS_HANDLER_RESULT_HANDLED
+        }
+        if type == CDBUS_MESSAGE_TYPE_METHOD_CALL {
+            dispatchMethodCall(DBusMessage(retaining: rawMessage))
+            return DBUS_HANDLER_RESULT_HANDLED
+        }
+        return DBUS_HANDLER_RESULT_NOT_YET_HANDLED
+    }
+}

@@ -10,7 +10,9 @@ let strictSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "BlueZKit",
-    products: [],
+    products: [
+        .library(name: "BlueZKitTesting", targets: ["BlueZKitTesting"]),
+    ],
     targets: [
         .systemLibrary(
             name: "CDBus",
@@ -20,6 +22,27 @@ let package = Package(
         .target(
             name: "DBus",
             dependencies: ["CDBus"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "BlueZ",
+            dependencies: ["DBus"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "BlueZKitTesting",
+            dependencies: ["DBus"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "BlueZKitTestingTests",
+            dependencies: ["BlueZKitTesting", "DBus"],
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "DBusBenchmark",
+            dependencies: ["DBus"],
+            path: "Benchmarks/DBusBenchmark",
             swiftSettings: strictSettings
         ),
         .testTarget(

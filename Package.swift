@@ -11,6 +11,7 @@ let strictSettings: [SwiftSetting] = [
 let package = Package(
     name: "BlueZKit",
     products: [
+        .library(name: "BlueZKit", targets: ["BlueZKit"]),
         .library(name: "BlueZKitTesting", targets: ["BlueZKitTesting"]),
     ],
     targets: [
@@ -27,6 +28,16 @@ let package = Package(
         .target(
             name: "BlueZ",
             dependencies: ["DBus"],
+            swiftSettings: strictSettings
+        ),
+        .target(
+            name: "BlueZKit",
+            dependencies: ["BlueZ", "DBus"],
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "BlueZKitTests",
+            dependencies: ["BlueZKit"],
             swiftSettings: strictSettings
         ),
         .target(

@@ -1,0 +1,69 @@
+package import DBus
+
+/// The `org.bluez.Device1` properties a central needs, read from BlueZ's
+/// property dictionary. A property that is missing or has an unexpected type
+/// is treated as absent (and never traps): bluetoothd's input is not trusted.
+package struct BlueZDeviceProperties: Sendable, Hashable {
+    package var address: String?
+    /// "public" or "random".
+    package var addressType: String?
+    package var name: String?
+    package var alias: String?
+    /// The adapter the device belongs to (`/org/bluez/hci0`).
+    package var adapter: ObjectPath?
+    /// Present only while BlueZ has a fresh advertisement (invalidated when discovery stops).
+    package var rssi: Int16?
+    package var txPower: Int16?
+    /// Advertised (or resolved) service UUIDs, as BlueZ writes them (lower-case, 128-bit).
+    package var uuids: [String]
+    /// Company identifier → payload.
+    package var manufacturerData: [UInt16: [UInt8]]
+    /// Service UUID → payload.
+    package var serviceData: [String: [UInt8]]
+    /// The flags byte(s) of the last advertisement.
+    package var advertisingFlags: [UInt8]?
+    /// Raw advertising data by AD type (BlueZ's `AdvertisingData`, experimental in 5.66).
+    package var advertisingData: [UInt8: [UInt8]]
+    package var connected: Bool
+    package var servicesResolved: Bool
+    package var paired: Bool
+    package var bonded: Bool
+    package var trusted: Bool
+
+    package init(_ properties: [String: DBusValue]) {
+        address = properties["Address"]?.stringValue
+        addressType = properties["AddressType"]?.stringValue
+        name = properties["Name"]?.stringValue
+        alias = properties["Alias"]?.stringValue
+        adapter = properties["Adapter"]?.objectPathValue
+        rssi = properties["RSSI"]?.int16Value
+        txPower = properties["TxPower"]?.int16Value
+        uuids = properties["UUIDs"]?.stringArrayValue ?? []
+        manufacturerData = Self.keyedBytes(properties["ManufacturerData"]) { $0.uint16Value }
+        serviceData = Self.keyedBytes(properties["ServiceData"]) { $0.stringValue }
+        advertisingFlags = properties["AdvertisingFlags"]?.bytesValue
+        advertisingData = Self.keyedBytes(properties["AdvertisingData"]) { $0.byteValue }
+        connected = properties["Connected"]?.boolValue ?? false
+        servicesResolved = properties["ServicesResolved"]?.boolValue ?? false
+        paired = properties["Paired"]?.boolValue ?? false
+        bonded = properties["Bonded"]?.boolValue ?? paired
+        trusted = properties["Trusted"]?.boolValue ?? false
+    }
+
+    /// The names of the properties that carry advertisement content: a change
+    /// to any of them means an advertisement was received.
+    package static let advertisementProperties: Set<String> = [
+        "RSSI", "TxPower", "ManufacturerData", "ServiceData", "AdvertisingFlags", "AdvertisingData",
+    ]
+
+    /// `a{Kv}` with `ay` values → `[K: [UInt8]]`; entries of another shape are skipped.
+    private static func keyedBytes<Key: Hashable>(_ value: DBusValue?, key: (DBusValue) -> Key?) -> [Key: [UInt8]] {
+        guard let entries = value?.dictionaryEntries else { return [:] }
+        var result: [Key: [UInt8]] = [:]
+        for entry in entries {
+            guard let k = key(entry.key), let bytes = entry.value.bytesValue else { continue }
+            result[k] = bytes
+        }
+        return result
+    }
+}

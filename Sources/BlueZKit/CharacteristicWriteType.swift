@@ -1,0 +1,21 @@
+/// How a central writes a characteristic's value, as Core Bluetooth's
+/// `CBCharacteristicWriteType`.
+///
+/// The raw values are Core Bluetooth's. The corresponding BlueZ write types
+/// are `request` and `command`.
+public enum CharacteristicWriteType: Int, Hashable, Sendable, CaseIterable, Codable, CustomStringConvertible {
+    /// Write and wait for the peripheral to confirm (0); the result arrives in
+    /// `peripheral(_:didWriteValueFor:error:)`.
+    case withResponse = 0
+    /// Write without a confirmation (1); nothing reports success, and writes
+    /// may be dropped when the link is busy (see `canSendWriteWithoutResponse`).
+    case withoutResponse = 1
+
+    /// The case name, for logs.
+    public var description: String {
+        switch self {
+        case .withResponse: "withResponse"
+        case .withoutResponse: "withoutResponse"
+        }
+    }
+}

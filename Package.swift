@@ -37,7 +37,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZKitTests",
-            dependencies: ["BlueZKit"],
+            dependencies: ["BlueZKit", "BlueZKitTesting"],
             swiftSettings: strictSettings
         ),
         .target(

@@ -20,7 +20,8 @@ package final class BlueZObjectCache: @unchecked Sendable {
     package enum Event: Sendable {
         /// bluetoothd (re)appeared and the whole tree was loaded.
         case loaded
-        /// bluetoothd left the bus: the cache is empty.
+        /// bluetoothd is not on the bus (reported first when it is absent at
+        /// start, and whenever it leaves): the cache is empty.
         case vanished
         case interfacesAdded(ObjectPath, Interfaces)
         case interfacesRemoved(ObjectPath, [String])
@@ -85,10 +86,10 @@ package final class BlueZObjectCache: @unchecked Sendable {
 
     private func ownerChanged(_ owner: BusName?) {
         generation += 1
-        let hadObjects = isLoaded
+        let wasLoaded = isLoaded
         objects.removeAll()
         isLoaded = false
-        if hadObjects { events(.vanished) }
+        if wasLoaded || owner == nil { events(.vanished) }
         guard owner != nil else { return }
         let expected = generation
         Task { [weak self] in

@@ -1,0 +1,178 @@
+package import DBus
+
+/// The central side of bluetoothd for one adapter: which adapter is in use and
+/// whether it is powered, device advertisements and changes, and discovery.
+///
+/// Threading: events are delivered on the connection's queue, in bus order,
+/// after `cache` was updated. The invariant behind `@unchecked Sendable`:
+/// `adapterPath` and `lastStatus` are touched only on that queue.
+package final class BlueZCentralClient: @unchecked Sendable {
+    /// An opaque handle on one remote device, so that the layer above can keep
+    /// devices apart without knowing BlueZ's object paths.
+    package struct DeviceID: Hashable, Sendable {
+        let path: ObjectPath
+    }
+
+    /// The adapter as the central sees it.
+    package enum AdapterStatus: Sendable, Hashable {
+        /// bluetoothd is not on the bus (not running, or restarting).
+        case serviceAbsent
+        /// bluetoothd runs but has no adapter matching the selection.
+        case noAdapter
+        case present(address: String, powered: Bool)
+    }
+
+    package enum Event: Sendable {
+        case adapterChanged(AdapterStatus)
+        /// An advertisement from the device was received (it carries RSSI or advertising data).
+        case deviceAdvertised(DeviceID, BlueZDeviceProperties)
+        /// Other properties of a device changed (connection state, name, services resolved…).
+        case deviceChanged(DeviceID, BlueZDeviceProperties, changed: Set<String>)
+        case deviceRemoved(DeviceID)
+        /// Any other change (GATT objects under a device), passed through for the GATT client.
+        case objects(BlueZObjectCache.Event)
+    }
+
+    package let connection: DBusConnection
+    /// `hciN`, an adapter address, or nil for the first adapter.
+    package let adapterSelector: String?
+    private let events: @Sendable (Event) -> Void
+    private(set) package var cache: BlueZObjectCache!
+    private(set) package var adapterPath: ObjectPath?
+    private var lastStatus: AdapterStatus?
+
+    package init(connection: DBusConnection, adapter: String?, events: @escaping @Sendable (Event) -> Void) {
+        self.connection = connection
+        self.adapterSelector = adapter
+        self.events = events
+        self.cache = BlueZObjectCache(connection: connection) { [weak self] event in self?.handle(event) }
+    }
+
+    /// Starts following bluetoothd; the first `adapterChanged` follows once
+    /// bluetoothd's tree is loaded, or at once when bluetoothd is absent.
+    package func start() async throws(DBusError) {
+        try await cache.start()
+    }
+
+    package func stop() { cache.stop() }
+
+    /// The adapter's current status (on the queue).
+    package var status: AdapterStatus {
+        guard cache.isLoaded else { return .serviceAbsent }
+        guard let path = adapterPath, let adapter = cache.properties(BlueZNames.adapter, at: path) else {
+            return .noAdapter
+        }
+        return .present(address: adapter["Address"]?.stringValue ?? "", powered: adapter["Powered"]?.boolValue ?? false)
+    }
+
+    /// The properties of a device (on the queue).
+    package func device(_ id: DeviceID) -> BlueZDeviceProperties? { device(at: id.path) }
+
+    func device(at path: ObjectPath) -> BlueZDeviceProperties? {
+        cache.properties(BlueZNames.device, at: path).map(BlueZDeviceProperties.init)
+    }
+
+    /// The devices of our adapter that BlueZ knows (on the queue).
+    package var devices: [(DeviceID, BlueZDeviceProperties)] {
+        guard let adapterPath else { return [] }
+        return cache.paths(with: BlueZNames.device).compactMap { path in
+            guard let device = device(at: path), device.adapter == adapterPath else { return nil }
+            return (DeviceID(path: path), device)
+        }
+    }
+
+    // MARK: Discovery
+
+    /// `Adapter1.SetDiscoveryFilter` with LE transport.
+    package func setDiscoveryFilter(uuids: [String], duplicateData: Bool, rssi: Int16?, pattern: String?)
+        async throws(DBusError)
+    {
+        var filter: [String: DBusValue] = [
+            "Transport": .string("le"), "DuplicateData": .bool(duplicateData), "UUIDs": .stringArray(uuids),
+        ]
+        if let rssi { filter["RSSI"] = .int16(rssi) }
+        if let pattern { filter["Pattern"] = .string(pattern) }
+        try await callAdapter("SetDiscoveryFilter", [.stringVariantDictionary(filter)])
+    }
+
+    /// `Adapter1.StartDiscovery`.
+    package func startDiscovery() async throws(DBusError) { try await callAdapter("StartDiscovery") }
+
+    /// `Adapter1.StopDiscovery`.
+    package func stopDiscovery() async throws(DBusError) { try await callAdapter("StopDiscovery") }
+
+    private func callAdapter(_ member: MemberName, _ arguments: [DBusValue] = []) async throws(DBusError) {
+        let path: ObjectPath? = connection.queue.sync { adapterPath }
+        guard let path else { throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter") }
+        _ = try await connection.call(
+            destination: BlueZNames.service, path: path, interface: BlueZNames.adapter, member: member,
+            arguments: arguments)
+    }
+
+    // MARK: On the queue
+
+    private func handle(_ event: BlueZObjectCache.Event) {
+        switch event {
+        case .loaded, .vanished:
+            adapterPath = selectAdapter()
+            reportStatusIfChanged()
+        case .interfacesAdded(let path, let interfaces):
+            if interfaces[BlueZNames.adapter.rawValue] != nil {
+                if adapterPath == nil { adapterPath = selectAdapter() }
+                reportStatusIfChanged()
+            }
+            if interfaces[BlueZNames.device.rawValue] != nil, let device = device(at: path),
+                device.adapter == adapterPath
+            {
+                if device.rssi != nil { events(.deviceAdvertised(DeviceID(path: path), device)) }
+            } else {
+                events(.objects(event))
+            }
+        case .interfacesRemoved(let path, let interfaces):
+            if path == adapterPath, interfaces.contains(BlueZNames.adapter.rawValue) {
+                adapterPath = selectAdapter()
+                reportStatusIfChanged()
+            }
+            if interfaces.contains(BlueZNames.device.rawValue) {
+                events(.deviceRemoved(DeviceID(path: path)))
+            } else {
+                events(.objects(event))
+            }
+        case .propertiesChanged(let path, let interface, let changed, let invalidated):
+            if path == adapterPath, interface == BlueZNames.adapter.rawValue {
+                reportStatusIfChanged()
+            } else if interface == BlueZNames.device.rawValue, let device = device(at: path),
+                device.adapter == adapterPath
+            {
+                let names = Set(changed.keys).union(invalidated)
+                let advertised = changed.keys.contains { BlueZDeviceProperties.advertisementProperties.contains($0) }
+                if advertised && device.rssi != nil { events(.deviceAdvertised(DeviceID(path: path), device)) }
+                if !names.subtracting(BlueZDeviceProperties.advertisementProperties).isEmpty {
+                    events(.deviceChanged(DeviceID(path: path), device, changed: names))
+                }
+            } else {
+                events(.objects(event))
+            }
+        case .valueChanged:
+            events(.objects(event))
+        }
+    }
+
+    private func reportStatusIfChanged() {
+        let current = status
+        guard current != lastStatus else { return }
+        lastStatus = current
+        events(.adapterChanged(current))
+    }
+
+    /// The adapter named by `adapterSelector` (`hciN` or its address), else the first one.
+    private func selectAdapter() -> ObjectPath? {
+        let adapters = cache.paths(with: BlueZNames.adapter)
+        guard let selector = adapterSelector else { return adapters.first }
+        return adapters.first { path in
+            path.rawValue.hasSuffix("/" + selector)
+                || cache.properties(BlueZNames.adapter, at: path)?["Address"]?.stringValue?.uppercased()
+                    == selector.uppercased()
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import BlueZ
+import DBus
+import Foundation
+
+/// The bus side of a central manager: turns BlueZ's events into Core
+/// Bluetooth events and posts them to the manager. Never calls user code.
+///
+/// The invariant behind `@unchecked Sendable`: every stored `var` is touched
+/// only on the connection's queue (the client's events arrive there; public
+/// calls hop there).
+final class CentralEngine: @unchecked Sendable {
+    private weak var manager: CentralManager?
+    private let connection: DBusConnection
+    private var client: BlueZCentralClient!
+    private var everHadService = false
+    private var lastState: ManagerState?
+    private var adapterAddress = ""
+    private var peripherals: [DeviceHandle: Peripheral] = [:]
+    private var scan: ScanState?
+
+    /// What a running scan reports and has reported.
+    struct ScanState {
+        var services: Set<BluetoothUUID>?
+        var options: ScanOptions
+        /// The advertisement last reported per device in this scan (duplicate suppression).
+        var reported: [DeviceHandle: AdvertisementData] = [:]
+    }
+
+    init(manager: CentralManager, connection: DBusConnection, adapter: String?) {
+        self.manager = manager
+        self.connection = connection
+        self.client = BlueZCentralClient(connection: connection, adapter: adapter) { [weak self] event in
+            self?.handle(event)
+        }
+    }
+
+    func start() async throws(DBusError) { try await client.start() }
+
+    func close() {
+        client.stop()
+        connection.close()
+    }
+
+    // MARK: Scanning (called from any thread)
+
+    func startScan(services: [BluetoothUUID]?, options: ScanOptions) {
+        let uuids = (services ?? []).map(\.bluezString)
+        connection.queue.async {
+            self.scan = ScanState(services: services.flatMap { $0.isEmpty ? nil : Set($0) }, options: options)
+        }
+        Task {
+            do throws(DBusError) {
+                try await client.setDiscoveryFilter(
+                    uuids: uuids, duplicateData: options.allowDuplicates,
+                    rssi: options.rssiThreshold.map { Int16(clamping: $0) }, pattern: options.pattern)
+                try await client.startDiscovery()
+            } catch where error.name == "org.bluez.Error.InProgress" {
+                // Already discovering for us: the new filter applies.
+            } catch {
+                DBusLog.warning("scan could not start: \(error)")
+            }
+        }
+    }
+
+    func stopScan() {
+        connection.queue.async { self.scan = nil }
+        Task {
+            do throws(DBusError) {
+                try await client.stopDiscovery()
+            } catch {
+                DBusLog.debug("StopDiscovery: \(error)")
+            }
+        }
+    }
+
+    // MARK: On the queue
+
+    private func handle(_ event: BlueZCentralClient.Event) {
+        switch event {
+        case .adapterChanged(let status):
+            adapterChanged(status)
+        case .deviceAdvertised(let id, let device):
+            advertised(id, device)
+        case .deviceChanged(let id, let device, _):
+            if device.name != nil { peripherals[id]?.update(name: device.name) }
+        case .deviceRemoved(let id):
+            scan?.reported[id] = nil
+        case .objects:
+            break
+        }
+    }
+
+    private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
+        let newState: ManagerState
+        switch status {
+        case .serviceAbsent:
+            newState = everHadService ? .resetting : .unsupported
+        case .noAdapter:
+            everHadService = true
+            newState = .unsupported
+        case .present(let address, let powered):
+            everHadService = true
+            adapterAddress = address
+            newState = powered ? .poweredOn : .poweredOff
+        }
+        if newState != .poweredOn { scan = nil }
+        guard newState != lastState else { return }
+        lastState = newState
+        manager?.post(.state(newState))
+    }
+
+    private func advertised(_ id: DeviceHandle, _ device: BlueZDeviceProperties) {
+        guard var scan, let rssi = device.rssi else { return }
+        let data = Self.advertisementData(device)
+        if let services = scan.services, !services.contains(where: { data.serviceUUIDs.contains($0) }) { return }
+        if !scan.options.solicitedServiceUUIDs.isEmpty,
+            !scan.options.solicitedServiceUUIDs.contains(where: { data.solicitedServiceUUIDs.contains($0) })
+        {
+            return
+        }
+        if let threshold = scan.options.rssiThreshold, Int(rssi) < threshold { return }
+        if !scan.options.allowDuplicates, scan.reported[id] == data { return }
+        scan.reported[id] = data
+        self.scan = scan
+        let peripheral = peripheral(for: id, device)
+        manager?.post(.discovered(peripheral, data, rssi: Int(rssi), name: device.name ?? device.alias))
+    }
+
+    private func peripheral(for id: DeviceHandle, _ device: BlueZDeviceProperties) -> Peripheral {
+        if let existing = peripherals[id] { return existing }
+        let identifier = PeripheralIdentity.identifier(
+            adapterAddress: adapterAddress, deviceAddress: device.address ?? "\(id)")
+        let peripheral = Peripheral(identifier: identifier, deviceID: id, name: device.name)
+        peripherals[id] = peripheral
+        return peripheral
+    }
+
+    /// Core Bluetooth's advertisement data from BlueZ's Device1 properties.
+    static func advertisementData(_ device: BlueZDeviceProperties) -> AdvertisementData {
+        var manufacturer: Data? = nil
+        if let (company, payload) = device.manufacturerData.min(by: { $0.key < $1.key }) {
+            manufacturer = Data([UInt8(company & 0xFF), UInt8(company >> 8)] + payload)
+        }
+        var serviceData: [BluetoothUUID: Data] = [:]
+        for (uuid, bytes) in device.serviceData {
+            if let key = BluetoothUUID(string: uuid) { serviceData[key] = Data(bytes) }
+        }
+        return AdvertisementData(
+            localName: device.name,
+            manufacturerData: manufacturer,
+            serviceData: serviceData,
+            serviceUUIDs: device.uuids.compactMap(BluetoothUUID.init(string:)),
+            txPowerLevel: device.txPower.map(Int.init),
+            isConnectable: nil,
+            solicitedServiceUUIDs: solicited(device.advertisingData))
+    }
+
+    /// Solicited service UUIDs from raw advertising data (AD types 0x14, 0x15, 0x1F).
+    static func solicited(_ advertisingData: [UInt8: [UInt8]]) -> [BluetoothUUID] {
+        var uuids: [BluetoothUUID] = []
+        for (type, width) in [(UInt8(0x14), 2), (0x1F, 4), (0x15, 16)] {
+            guard let bytes = advertisingData[type], bytes.count % width == 0 else { continue }
+            for start in stride(from: 0, to: bytes.count, by: width) {
+                // AD fields are little-endian; BluetoothUUID's data is big-endian.
+                if let uuid = BluetoothUUID(data: Data(bytes[start..<start + width].reversed())) { uuids.append(uuid) }
+            }
+        }
+        return uuids
+    }
+}

@@ -1,0 +1,193 @@
+public import Dispatch
+import DBus
+import Synchronization
+
+/// Scans for, and (in later versions) connects to, remote peripherals: Core Bluetooth's `CBCentralManager` on BlueZ.
+///
+/// Each manager owns one private connection to the system bus
+/// (`DBUS_SYSTEM_BUS_ADDRESS` redirects it) and follows bluetoothd and the
+/// chosen adapter. Delegate methods run on `queue`, in order; `state`,
+/// `isScanning` and peripherals' properties are updated on that queue right
+/// before the delegate call that reports the change. Methods may be called
+/// from any thread.
+///
+/// The invariant behind `@unchecked Sendable`: mutable state is behind a
+/// `Mutex`; the engine's own state lives on its connection's queue.
+public final class CentralManager: @unchecked Sendable {
+    /// The queue delegate methods are called on.
+    public let queue: DispatchQueue
+    /// The options the manager was created with.
+    public let options: CentralManagerOptions
+    private let shared = Mutex(Shared())
+    private let delegateReference = WeakDelegate(nil)
+
+    struct Shared {
+        var state: ManagerState = .unknown
+        var isScanning = false
+        var engine: CentralEngine?
+        var scanStreams: [UInt64: AsyncStream<Discovery>.Continuation] = [:]
+        var nextStreamID: UInt64 = 0
+    }
+
+    /// Creates a manager; its state is `.unknown` until the first ``CentralManagerDelegate/centralManagerDidUpdateState(_:)``.
+    ///
+    /// - Parameters:
+    ///   - delegate: receives events; held weakly.
+    ///   - queue: the queue for delegate calls; nil for the main queue.
+    ///   - options: Core Bluetooth's options plus Linux's adapter and bus choices.
+    public init(
+        delegate: (any CentralManagerDelegate)?, queue: DispatchQueue?, options: CentralManagerOptions = .init()
+    ) {
+        self.queue = queue ?? .main
+        self.options = options
+        delegateReference.value = delegate
+        Task { await self.start() }
+    }
+
+    /// Creates a manager with Core Bluetooth's option dictionary (`CBCentralManagerOption…Key`).
+    public convenience init(delegate: (any CentralManagerDelegate)?, queue: DispatchQueue?, options: [String: Any]?) {
+        self.init(delegate: delegate, queue: queue, options: CentralManagerOptions(dictionary: options ?? [:]))
+    }
+
+    /// The object that receives events, held weakly.
+    public var delegate: (any CentralManagerDelegate)? {
+        get { delegateReference.value as? any CentralManagerDelegate }
+        set { delegateReference.value = newValue }
+    }
+
+    /// Whether the adapter can be used: `.poweredOn` when bluetoothd runs and the adapter is powered.
+    ///
+    /// `.unsupported` when bluetoothd or the chosen adapter is missing,
+    /// `.resetting` while bluetoothd is gone after having been present,
+    /// `.unauthorized` when the bus refuses us (D-Bus `AccessDenied`).
+    public var state: ManagerState { shared.withLock { $0.state } }
+
+    /// Whether a scan is running.
+    public var isScanning: Bool { shared.withLock { $0.isScanning } }
+
+    // MARK: Scanning
+
+    /// Starts scanning for peripherals that advertise any of `serviceUUIDs` (all peripherals when nil).
+    ///
+    /// Calls `Adapter1.SetDiscoveryFilter` (the UUIDs, `Transport` "le",
+    /// `DuplicateData`, and the Linux extras) and `Adapter1.StartDiscovery`.
+    /// BlueZ merges the filters of all its clients, so results are filtered
+    /// here again. A device that BlueZ remembers from an earlier scan is
+    /// reported only once an advertisement from it is received. A second call
+    /// replaces the first one's parameters. Ignored, with a log line, unless
+    /// the state is `.poweredOn`; BlueZ errors are logged (Core Bluetooth has
+    /// no scan error callback).
+    public func scanForPeripherals(withServices serviceUUIDs: [BluetoothUUID]?, options: ScanOptions = .init()) {
+        guard let engine = readyEngine(for: "scanForPeripherals") else { return }
+        shared.withLock { $0.isScanning = true }
+        engine.startScan(services: serviceUUIDs, options: options)
+    }
+
+    /// Starts scanning with Core Bluetooth's scan option dictionary (`CBCentralManagerScanOption…Key`).
+    public func scanForPeripherals(withServices serviceUUIDs: [BluetoothUUID]?, options: [String: Any]?) {
+        scanForPeripherals(withServices: serviceUUIDs, options: ScanOptions(dictionary: options))
+    }
+
+    /// Stops scanning (`Adapter1.StopDiscovery`); no discovery is reported after this returns.
+    public func stopScan() {
+        let engine = shared.withLock { state in
+            state.isScanning = false
+            return state.engine
+        }
+        engine?.stopScan()
+    }
+
+    /// A discovery reported by the async scan API.
+    public struct Discovery: Sendable {
+        /// The peripheral.
+        public let peripheral: Peripheral
+        /// Its advertisement.
+        public let advertisementData: AdvertisementData
+        /// The received signal strength in dBm.
+        public let rssi: Int
+    }
+
+    /// The discoveries of scans, as an async sequence, beside the delegate.
+    ///
+    /// Start a scan with ``scanForPeripherals(withServices:options:)-…``; every
+    /// discovery that the delegate sees is also yielded here, in the same
+    /// order. The stream ends when the task iterating it is cancelled.
+    public func discoveries() -> AsyncStream<Discovery> {
+        AsyncStream { continuation in
+            let id = shared.withLock { state in
+                state.nextStreamID += 1
+                state.scanStreams[state.nextStreamID] = continuation
+                return state.nextStreamID
+            }
+            continuation.onTermination = { [weak self] _ in
+                self?.shared.withLock { _ = $0.scanStreams.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    // MARK: Events (internal router)
+
+    /// What the engine reports; applied on `queue`.
+    enum Event: Sendable {
+        case state(ManagerState)
+        case discovered(Peripheral, AdvertisementData, rssi: Int, name: String?)
+    }
+
+    /// Applies `event` on `queue`: model state first, then the delegate and the streams.
+    func post(_ event: Event) {
+        queue.async { [self] in
+            switch event {
+            case .state(let newState):
+                shared.withLock { shared in
+                    shared.state = newState
+                    if newState != .poweredOn { shared.isScanning = false }
+                }
+                delegate?.centralManagerDidUpdateState(self)
+            case .discovered(let peripheral, let data, let rssi, let name):
+                let (streams, scanning) = shared.withLock { (Array($0.scanStreams.values), $0.isScanning) }
+                guard scanning else { return }
+                peripheral.update(name: name)
+                delegate?.centralManager(self, didDiscover: peripheral, advertisementData: data, rssi: rssi)
+                for stream in streams { stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi)) }
+            }
+        }
+    }
+
+    private func readyEngine(for call: String) -> CentralEngine? {
+        let (engine, state) = shared.withLock { ($0.engine, $0.state) }
+        guard let engine, state == .poweredOn else {
+            DBusLog.warning("CentralManager.\(call) ignored: the state is \(state), not poweredOn")
+            return nil
+        }
+        return engine
+    }
+
+    // MARK: Start
+
+    private func start() async {
+        let connection: DBusConnection
+        do throws(DBusError) {
+            if let address = options.busAddress {
+                connection = try await DBusConnection.open(address: address, label: "bluezkit.central")
+            } else {
+                connection = try await DBusConnection.systemBus(label: "bluezkit.central")
+            }
+        } catch {
+            DBusLog.warning("CentralManager cannot reach the system bus: \(error)")
+            return post(.state(error.code == .accessDenied ? .unauthorized : .unsupported))
+        }
+        let engine = CentralEngine(manager: self, connection: connection, adapter: options.adapter)
+        shared.withLock { $0.engine = engine }
+        do throws(DBusError) {
+            try await engine.start()
+        } catch {
+            DBusLog.warning("CentralManager cannot follow bluetoothd: \(error)")
+            post(.state(error.code == .accessDenied ? .unauthorized : .unsupported))
+        }
+    }
+
+    deinit {
+        let engine = shared.withLock { $0.engine }
+        engine?.close()
+    }
+}

@@ -1,0 +1,29 @@
+/// The methods a central manager calls to report its state and its discoveries.
+///
+/// Every method is called on the manager's `queue` (the main queue when it
+/// was created with nil), in the order the events happened. All but
+/// ``centralManagerDidUpdateState(_:)`` have empty default implementations.
+public protocol CentralManagerDelegate: AnyObject {
+    /// The manager's ``CentralManager/state`` changed; read it to see the new value.
+    ///
+    /// The first call follows creation once the library has talked to
+    /// bluetoothd (or found it missing). Scanning is possible in `.poweredOn` only.
+    func centralManagerDidUpdateState(_ central: CentralManager)
+
+    /// A scan saw an advertisement from `peripheral`.
+    ///
+    /// `rssi` is the received signal strength in dBm. Without
+    /// `allowDuplicates` a peripheral is reported once per scan, and again only
+    /// when its advertisement data changes.
+    func centralManager(
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int)
+}
+
+extension CentralManagerDelegate {
+    /// Does nothing.
+    public func centralManager(
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int
+    ) {}
+}

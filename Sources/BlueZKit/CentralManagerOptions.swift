@@ -1,0 +1,69 @@
+/// Options for creating a central manager: Core Bluetooth's, and where to find Bluetooth on Linux.
+public struct CentralManagerOptions: Sendable, Hashable {
+    /// Accepted for source compatibility and ignored: Linux has no system power alert.
+    public var showPowerAlert: Bool
+    /// The restore identifier (`CBCentralManagerOptionRestoreIdentifierKey`).
+    ///
+    /// State restoration is not implemented yet: the identifier is kept but
+    /// nothing is saved or restored.
+    public var restoreIdentifier: String?
+    /// The adapter to use: `"hci1"`, or its address such as `"00:AA:01:00:00:23"`; nil for the first one.
+    public var adapter: String?
+    /// The D-Bus address of the system bus; nil to use `DBUS_SYSTEM_BUS_ADDRESS` or the default socket.
+    public var busAddress: String?
+
+    /// Creates options; every field has a default.
+    public init(
+        showPowerAlert: Bool = false, restoreIdentifier: String? = nil, adapter: String? = nil,
+        busAddress: String? = nil
+    ) {
+        self.showPowerAlert = showPowerAlert
+        self.restoreIdentifier = restoreIdentifier
+        self.adapter = adapter
+        self.busAddress = busAddress
+    }
+
+    /// Reads Core Bluetooth's option keys; values of the wrong type are ignored with a log line.
+    public init(dictionary: [String: Any]) {
+        self.init()
+        if let value = dictionary[CBCentralManagerOptionShowPowerAlertKey] {
+            showPowerAlert = (value as? Bool) ?? false
+        }
+        restoreIdentifier = dictionary[CBCentralManagerOptionRestoreIdentifierKey] as? String
+    }
+}
+
+/// Options for a scan: Core Bluetooth's, and BlueZ's discovery-filter extras.
+public struct ScanOptions: Sendable, Hashable {
+    /// Report every advertisement instead of once per peripheral
+    /// (`CBCentralManagerScanOptionAllowDuplicatesKey`); also sets BlueZ's `DuplicateData`.
+    public var allowDuplicates: Bool
+    /// Report only peripherals that solicit one of these services
+    /// (`CBCentralManagerScanOptionSolicitedServiceUUIDsKey`), from the raw
+    /// advertising data where BlueZ provides it.
+    public var solicitedServiceUUIDs: [BluetoothUUID]
+    /// Linux: report only advertisements received at or above this RSSI (dBm); BlueZ's `RSSI` filter.
+    public var rssiThreshold: Int?
+    /// Linux: report only devices whose address or name starts with this text; BlueZ's `Pattern` filter.
+    public var pattern: String?
+
+    /// Creates scan options; every field has a default.
+    public init(
+        allowDuplicates: Bool = false, solicitedServiceUUIDs: [BluetoothUUID] = [], rssiThreshold: Int? = nil,
+        pattern: String? = nil
+    ) {
+        self.allowDuplicates = allowDuplicates
+        self.solicitedServiceUUIDs = solicitedServiceUUIDs
+        self.rssiThreshold = rssiThreshold
+        self.pattern = pattern
+    }
+
+    /// Reads Core Bluetooth's scan option keys.
+    public init(dictionary: [String: Any]?) {
+        self.init()
+        guard let dictionary else { return }
+        allowDuplicates = (dictionary[CBCentralManagerScanOptionAllowDuplicatesKey] as? Bool) ?? false
+        solicitedServiceUUIDs =
+            (dictionary[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] as? [BluetoothUUID]) ?? []
+    }
+}

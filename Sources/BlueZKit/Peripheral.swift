@@ -1,0 +1,54 @@
+public import Foundation
+import Synchronization
+
+/// A remote peripheral seen by a central manager.
+///
+/// The manager hands out one `Peripheral` object per remote device and
+/// reuses it for every later discovery. Properties are updated on the
+/// manager's queue right before the delegate call that reports the change.
+///
+/// The invariant behind `@unchecked Sendable`: mutable state sits behind a
+/// `Mutex`; `id` is immutable.
+public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// A stable identifier, derived from the local adapter's and the
+    /// device's addresses: the same across process and bluetoothd restarts,
+    /// and different for the same device seen from another adapter — as on
+    /// Apple's platforms, never hard-code it.
+    public let identifier: UUID
+
+    let deviceID: DeviceHandle
+    private let mutable: Mutex<State>
+
+    struct State {
+        var name: String?
+        var state: PeripheralState = .disconnected
+    }
+
+    init(identifier: UUID, deviceID: DeviceHandle, name: String?) {
+        self.identifier = identifier
+        self.deviceID = deviceID
+        self.mutable = Mutex(State(name: name))
+    }
+
+    /// The device's name (BlueZ's `Name`, from the advertisement or the GAP service), if known.
+    public var name: String? { mutable.withLock { $0.name } }
+
+    /// The connection state.
+    public var state: PeripheralState { mutable.withLock { $0.state } }
+
+    func update(name: String?) { mutable.withLock { $0.name = name } }
+
+    public static func == (a: Peripheral, b: Peripheral) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+
+    /// The identifier and name.
+    public var description: String { "Peripheral(\(identifier.uuidString), \(name ?? "unnamed"), \(state))" }
+}
+
+/// The connection state of a peripheral.
+public enum PeripheralState: Int, Sendable, Hashable {
+    case disconnected = 0
+    case connecting = 1
+    case connected = 2
+    case disconnecting = 3
+}

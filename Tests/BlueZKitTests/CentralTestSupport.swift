@@ -1,0 +1,80 @@
+import BlueZKit
+import BlueZKitTesting
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// Waits until `condition` holds, polling; records an issue and throws after `timeout`.
+func waitUntil(
+    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
+) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while clock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(5))
+    }
+    Issue.record("timed out waiting until \(what)")
+    throw CancellationError()
+}
+
+/// Records what a central manager reports, and on which queue.
+final class RecordingCentralDelegate: CentralManagerDelegate, @unchecked Sendable {
+    struct Discovery: Sendable {
+        let peripheral: Peripheral
+        let data: AdvertisementData
+        let rssi: Int
+    }
+
+    let queue = DispatchQueue(label: "test.central.delegate")
+    private let key = DispatchSpecificKey<Bool>()
+    private let recorded = Mutex<([ManagerState], [Discovery], Int)>(([], [], 0))
+
+    init() { queue.setSpecific(key: key, value: true) }
+
+    var states: [ManagerState] { recorded.withLock { $0.0 } }
+    var discoveries: [Discovery] { recorded.withLock { $0.1 } }
+    /// Callbacks that ran off the manager's queue (must stay 0).
+    var offQueueCalls: Int { recorded.withLock { $0.2 } }
+
+    private func checkQueue() {
+        if DispatchQueue.getSpecific(key: key) != true { recorded.withLock { $0.2 += 1 } }
+    }
+
+    func centralManagerDidUpdateState(_ central: CentralManager) {
+        checkQueue()
+        let state = central.state
+        recorded.withLock { $0.0.append(state) }
+    }
+
+    func centralManager(
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int
+    ) {
+        checkQueue()
+        recorded.withLock { $0.1.append(Discovery(peripheral: peripheral, data: advertisementData, rssi: RSSI)) }
+    }
+
+    func discoveries(named name: String) -> [Discovery] { discoveries.filter { $0.data.localName == name } }
+}
+
+/// A simulated BlueZ with one adapter and a central manager on it, powered on.
+struct CentralFixture {
+    let bluez: SimulatedBlueZ
+    let delegate: RecordingCentralDelegate
+    let central: CentralManager
+
+    static func make(adapters: [SimulatedAdapter.Configuration] = [.default], waitForPower: Bool = true)
+        async throws -> CentralFixture
+    {
+        let bluez = try await SimulatedBlueZ.start(adapters: adapters)
+        let delegate = RecordingCentralDelegate()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        if waitForPower {
+            try await waitUntil("the central is powered on") { central.state == .poweredOn }
+        }
+        return CentralFixture(bluez: bluez, delegate: delegate, central: central)
+    }
+}

@@ -109,6 +109,28 @@ package final class BlueZCentralClient: @unchecked Sendable {
             arguments: arguments)
     }
 
+    // MARK: Devices
+
+    /// `Device1.Connect`. A successful reply means connected, even when
+    /// bluetoothd never signals `Connected=true` (BlueZ 5.66 can miss it).
+    package func connect(_ id: DeviceID, timeout: Duration = .seconds(60)) async throws(DBusError) {
+        _ = try await connection.call(
+            destination: BlueZNames.service, path: id.path, interface: BlueZNames.device, member: "Connect",
+            timeout: timeout)
+    }
+
+    /// `Device1.Disconnect` (bluetoothd waits about 2.5 s before it answers).
+    package func disconnect(_ id: DeviceID) async throws(DBusError) {
+        _ = try await connection.call(
+            destination: BlueZNames.service, path: id.path, interface: BlueZNames.device, member: "Disconnect")
+    }
+
+    /// Whether `error` says the device object is gone from bluetoothd.
+    package static func isDeviceGone(_ error: DBusError) -> Bool {
+        error.code == .unknownObject || error.code == .unknownMethod
+            || error.name == "org.bluez.Error.DoesNotExist"
+    }
+
     // MARK: On the queue
 
     private func handle(_ event: BlueZObjectCache.Event) {

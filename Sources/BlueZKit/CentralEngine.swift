@@ -9,14 +9,16 @@ import Foundation
 /// only on the connection's queue (the client's events arrive there; public
 /// calls hop there).
 final class CentralEngine: @unchecked Sendable {
-    private weak var manager: CentralManager?
-    private let connection: DBusConnection
-    private var client: BlueZCentralClient!
+    weak var manager: CentralManager?
+    let connection: DBusConnection
+    var client: BlueZCentralClient!
     private var everHadService = false
     private var lastState: ManagerState?
     private var adapterAddress = ""
-    private var peripherals: [DeviceHandle: Peripheral] = [:]
-    private var scan: ScanState?
+    var peripherals: [DeviceHandle: Peripheral] = [:]
+    var scan: ScanState?
+    var links: [DeviceHandle: Link] = [:]
+    var backgroundDiscovery = false
 
     /// What a running scan reports and has reported.
     struct ScanState {
@@ -65,6 +67,15 @@ final class CentralEngine: @unchecked Sendable {
     func stopScan() {
         connection.queue.async { self.scan = nil }
         Task {
+            // Pending connections may still need discovery: hand over to the background one.
+            let handedOver: Bool = await withCheckedContinuation { c in
+                connection.queue.async {
+                    self.backgroundDiscovery = false
+                    self.updateBackgroundDiscovery()
+                    c.resume(returning: self.backgroundDiscovery)
+                }
+            }
+            if handedOver { return }
             do throws(DBusError) {
                 try await client.stopDiscovery()
             } catch {
@@ -81,10 +92,15 @@ final class CentralEngine: @unchecked Sendable {
             adapterChanged(status)
         case .deviceAdvertised(let id, let device):
             advertised(id, device)
-        case .deviceChanged(let id, let device, _):
+            sawAdvertisement(id)
+        case .deviceChanged(let id, let device, let changed):
             if device.name != nil { peripherals[id]?.update(name: device.name) }
+            if changed.contains("Connected"), !device.connected { linkLost(id) }
         case .deviceRemoved(let id):
             scan?.reported[id] = nil
+            linkLost(id)
+            abandonAttempt(id)
+            updateBackgroundDiscovery()
         case .objects:
             break
         }

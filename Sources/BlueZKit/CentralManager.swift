@@ -125,12 +125,48 @@ public final class CentralManager: @unchecked Sendable {
         }
     }
 
+    // MARK: Connecting
+
+    /// Connects to `peripheral`; the request never times out.
+    ///
+    /// Calls `Device1.Connect` and retries it after every failure (timeouts,
+    /// `le-connection-abort-by-local`, `InProgress`, the device out of range
+    /// or gone from bluetoothd's cache) until it succeeds or
+    /// ``cancelPeripheralConnection(_:)`` is called — the seeds' door-lock
+    /// pattern. ``CentralManagerDelegate/centralManager(_:didConnect:)``
+    /// follows a successful `Connect` reply;
+    /// ``CentralManagerDelegate/centralManager(_:didFailToConnect:error:)`` only
+    /// errors that can never succeed. Core Bluetooth's connect options are
+    /// accepted; their notification keys have no meaning on Linux. Ignored,
+    /// with a log line, unless the state is `.poweredOn`.
+    public func connect(_ peripheral: Peripheral, options: [String: Any]? = nil) {
+        guard let engine = readyEngine(for: "connect") else { return }
+        engine.connect(peripheral)
+    }
+
+    /// Cancels a pending connection or disconnects an established one (`Device1.Disconnect`).
+    ///
+    /// The delegate then gets ``CentralManagerDelegate/centralManager(_:didDisconnectPeripheral:error:)``
+    /// with a nil error.
+    public func cancelPeripheralConnection(_ peripheral: Peripheral) {
+        let engine = shared.withLock { $0.engine }
+        engine?.cancelConnection(peripheral)
+    }
+
     // MARK: Events (internal router)
 
     /// What the engine reports; applied on `queue`.
     enum Event: Sendable {
         case state(ManagerState)
         case discovered(Peripheral, AdvertisementData, rssi: Int, name: String?)
+        case link(Peripheral, LinkEvent)
+    }
+
+    /// A change of a peripheral's connection.
+    enum LinkEvent: Sendable {
+        case connecting, connected, disconnecting
+        case failed(BluetoothError)
+        case disconnected(BluetoothError?)
     }
 
     /// Applies `event` on `queue`: model state first, then the delegate and the streams.
@@ -149,7 +185,25 @@ public final class CentralManager: @unchecked Sendable {
                 peripheral.update(name: name)
                 delegate?.centralManager(self, didDiscover: peripheral, advertisementData: data, rssi: rssi)
                 for stream in streams { stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi)) }
+            case .link(let peripheral, let change):
+                deliver(change, for: peripheral)
             }
+        }
+    }
+
+    private func deliver(_ change: LinkEvent, for peripheral: Peripheral) {
+        switch change {
+        case .connecting: peripheral.update(state: .connecting)
+        case .disconnecting: peripheral.update(state: .disconnecting)
+        case .connected:
+            peripheral.update(state: .connected)
+            delegate?.centralManager(self, didConnect: peripheral)
+        case .failed(let error):
+            peripheral.update(state: .disconnected)
+            delegate?.centralManager(self, didFailToConnect: peripheral, error: error)
+        case .disconnected(let error):
+            peripheral.update(state: .disconnected)
+            delegate?.centralManager(self, didDisconnectPeripheral: peripheral, error: error)
         }
     }
 

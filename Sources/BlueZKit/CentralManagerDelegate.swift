@@ -18,6 +18,19 @@ public protocol CentralManagerDelegate: AnyObject {
     func centralManager(
         _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
         rssi RSSI: Int)
+
+    /// A connection requested with ``CentralManager/connect(_:options:)`` was established.
+    func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral)
+
+    /// A connection request failed for good (an error that no retry can cure).
+    ///
+    /// Transient failures never reach this method: the request stays pending and is retried.
+    func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?)
+
+    /// A connection ended: `error` is nil after ``CentralManager/cancelPeripheralConnection(_:)``,
+    /// a ``BluetoothError`` with code `peripheralDisconnected` when the link was lost.
+    func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?)
 }
 
 extension CentralManagerDelegate {
@@ -25,5 +38,16 @@ extension CentralManagerDelegate {
     public func centralManager(
         _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
         rssi RSSI: Int
+    ) {}
+
+    /// Does nothing.
+    public func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {}
+
+    /// Does nothing.
+    public func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?) {}
+
+    /// Does nothing.
+    public func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?
     ) {}
 }

@@ -37,6 +37,7 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     public var state: PeripheralState { mutable.withLock { $0.state } }
 
     func update(name: String?) { mutable.withLock { $0.name = name } }
+    func update(state: PeripheralState) { mutable.withLock { $0.state = state } }
 
     public static func == (a: Peripheral, b: Peripheral) -> Bool { a === b }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }

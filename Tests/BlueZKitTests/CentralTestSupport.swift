@@ -57,6 +57,31 @@ final class RecordingCentralDelegate: CentralManagerDelegate, @unchecked Sendabl
     }
 
     func discoveries(named name: String) -> [Discovery] { discoveries.filter { $0.data.localName == name } }
+
+    private let linkLog = Mutex<[String]>([])
+    /// "connected NAME", "failed NAME CODE", "disconnected NAME nil|CODE", in order.
+    var links: [String] { linkLog.withLock { $0 } }
+
+    func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {
+        checkQueue()
+        let state = peripheral.state
+        linkLog.withLock { $0.append("connected \(peripheral.name ?? "?") \(state)") }
+    }
+
+    func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?) {
+        checkQueue()
+        let code = (error as? BluetoothError).map { "\($0.code)" } ?? "nil"
+        linkLog.withLock { $0.append("failed \(peripheral.name ?? "?") \(code)") }
+    }
+
+    func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?
+    ) {
+        checkQueue()
+        let code = (error as? BluetoothError).map { "\($0.code)" } ?? "nil"
+        let state = peripheral.state
+        linkLog.withLock { $0.append("disconnected \(peripheral.name ?? "?") \(code) \(state)") }
+    }
 }
 
 /// A simulated BlueZ with one adapter and a central manager on it, powered on.

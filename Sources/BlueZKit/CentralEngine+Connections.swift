@@ -1,0 +1,190 @@
+import BlueZ
+import DBus
+import Dispatch
+
+/// Connections that never time out.
+///
+/// A connect request stays pending until it succeeds or is cancelled:
+/// `Device1.Connect` is retried after every failure — at once when the device
+/// is seen advertising again, otherwise after a back-off that grows from
+/// 250 ms to 30 s — so success does not depend on catching one advertisement
+/// at one instant. A device that vanished from bluetoothd's cache is looked
+/// for with a discovery of our own while the app is not scanning (bluetoothd
+/// can only connect to devices it knows). `didConnect` follows a successful
+/// `Connect` reply, not the `Connected` signal, which BlueZ 5.66 can omit.
+extension CentralEngine {
+    /// One requested or established connection. Queue-confined.
+    struct Link {
+        enum Phase { case pending, connected, disconnecting }
+        var phase: Phase = .pending
+        var attemptInFlight = false
+        /// The `Connect` call under way; cancelled when the device object vanishes
+        /// (bluetoothd then never answers it).
+        var attemptTask: Task<Void, Never>?
+        var retry: (any DispatchSourceTimer)?
+        var backoff: Duration = CentralEngine.firstRetryDelay
+        var attempts = 0
+    }
+
+    static let firstRetryDelay: Duration = .milliseconds(250)
+    static let longestRetryDelay: Duration = .seconds(30)
+
+    // MARK: Requests (any thread)
+
+    func connect(_ peripheral: Peripheral) {
+        connection.queue.async { [self] in
+            let id = peripheral.deviceID
+            guard links[id] == nil else { return }  // pending or connected already: Core Bluetooth does nothing
+            links[id] = Link()
+            manager?.post(.link(peripheral, .connecting))
+            attempt(id)
+            updateBackgroundDiscovery()
+        }
+    }
+
+    func cancelConnection(_ peripheral: Peripheral) {
+        connection.queue.async { [self] in
+            let id = peripheral.deviceID
+            guard var link = links[id] else { return }
+            link.retry?.cancel()
+            switch link.phase {
+            case .pending:
+                links[id] = nil
+                manager?.post(.link(peripheral, .disconnected(nil)))
+                updateBackgroundDiscovery()
+            case .connected:
+                link.phase = .disconnecting
+                links[id] = link
+                manager?.post(.link(peripheral, .disconnecting))
+                Task {
+                    do throws(DBusError) { try await client.disconnect(id) } catch {
+                        DBusLog.debug("Disconnect: \(error)")
+                    }
+                    connection.queue.async { [self] in
+                        guard links[id]?.phase == .disconnecting else { return }
+                        links[id] = nil
+                        manager?.post(.link(peripheral, .disconnected(nil)))
+                    }
+                }
+            case .disconnecting:
+                break
+            }
+        }
+    }
+
+    // MARK: On the queue
+
+    func attempt(_ id: DeviceHandle) {
+        guard var link = links[id], link.phase == .pending, !link.attemptInFlight else { return }
+        link.retry?.cancel()
+        link.retry = nil
+        link.attemptInFlight = true
+        link.attempts += 1
+        link.attemptTask = Task {
+            let result: DBusError?
+            do throws(DBusError) {
+                try await client.connect(id)
+                result = nil
+            } catch { result = error }
+            connection.queue.async { self.attemptFinished(id, error: result) }
+        }
+        links[id] = link
+    }
+
+    /// The device object vanished: a `Connect` under way will never be answered, so give it up.
+    func abandonAttempt(_ id: DeviceHandle) {
+        links[id]?.attemptTask?.cancel()
+    }
+
+    private func attemptFinished(_ id: DeviceHandle, error: DBusError?) {
+        guard var link = links[id], link.phase == .pending else {
+            // Cancelled while Connect was on its way: take the link down again.
+            if error == nil, links[id] == nil {
+                Task { try? await client.disconnect(id) }
+            }
+            return
+        }
+        link.attemptInFlight = false
+        link.attemptTask = nil
+        guard let peripheral = peripherals[id] else { return }
+        if let error {
+            DBusLog.debug("Connect attempt \(link.attempts) failed: \(error); the request stays pending")
+            if Self.isPermanent(error) {
+                links[id] = nil
+                manager?.post(.link(peripheral, .failed(Self.connectionError(error))))
+                updateBackgroundDiscovery()
+                return
+            }
+            scheduleRetry(&link, id)
+            links[id] = link
+            updateBackgroundDiscovery()
+            return
+        }
+        link.phase = .connected
+        link.backoff = Self.firstRetryDelay
+        links[id] = link
+        manager?.post(.link(peripheral, .connected))
+        updateBackgroundDiscovery()
+    }
+
+    private func scheduleRetry(_ link: inout Link, _ id: DeviceHandle) {
+        let delay = link.backoff
+        link.backoff = min(link.backoff * 2, Self.longestRetryDelay)
+        let timer = DispatchSource.makeTimerSource(queue: connection.queue)
+        let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
+        timer.schedule(deadline: .now() + .milliseconds(milliseconds))
+        timer.setEventHandler { [weak self] in self?.attempt(id) }
+        link.retry = timer
+        timer.resume()
+    }
+
+    /// The device advertised: a pending request tries again now.
+    func sawAdvertisement(_ id: DeviceHandle) {
+        guard let link = links[id], link.phase == .pending, !link.attemptInFlight else { return }
+        attempt(id)
+    }
+
+    /// Connected=false (or the device object vanished) for a link we hold.
+    func linkLost(_ id: DeviceHandle) {
+        guard let link = links[id], link.phase == .connected, let peripheral = peripherals[id] else { return }
+        links[id] = nil
+        manager?.post(
+            .link(peripheral, .disconnected(BluetoothError(.peripheralDisconnected, message: "the link was lost"))))
+        updateBackgroundDiscovery()
+    }
+
+    /// Discovers on our own while a pending request's device is missing from
+    /// bluetoothd's cache and the app is not scanning.
+    func updateBackgroundDiscovery() {
+        let missing = links.contains { id, link in link.phase == .pending && client.device(id) == nil }
+        let wanted = missing && scan == nil
+        guard wanted != backgroundDiscovery else { return }
+        backgroundDiscovery = wanted
+        Task {
+            do throws(DBusError) {
+                if wanted {
+                    try await client.setDiscoveryFilter(uuids: [], duplicateData: false, rssi: nil, pattern: nil)
+                    try await client.startDiscovery()
+                } else if await !isScanning {
+                    try await client.stopDiscovery()
+                }
+            } catch {
+                DBusLog.debug("background discovery: \(error)")
+            }
+        }
+    }
+
+    private var isScanning: Bool {
+        get async { await withCheckedContinuation { c in connection.queue.async { c.resume(returning: self.scan != nil) } } }
+    }
+
+    /// Errors after which no retry can succeed.
+    static func isPermanent(_ error: DBusError) -> Bool {
+        ["org.bluez.Error.NotSupported", "org.bluez.Error.InvalidArguments"].contains(error.name)
+            || error.code == .accessDenied
+    }
+
+    static func connectionError(_ error: DBusError) -> BluetoothError {
+        BluetoothError(.connectionFailed, message: error.description, underlying: error)
+    }
+}

@@ -1,0 +1,101 @@
+import BlueZKit
+import BlueZKitTesting
+import Testing
+
+@Suite struct CentralManagerConnectTests {
+    /// Discovers the heart-rate sensor and returns its `Peripheral`.
+    static func discoverSensor(_ fixture: CentralFixture) async throws -> (SimulatedPeripheral, Peripheral) {
+        let sensor = CentralManagerScanTests.heartRateSensor()
+        try fixture.bluez.addPeripheral(sensor)
+        fixture.central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        try await waitUntil("discovered") { !fixture.delegate.discoveries(named: "HRM").isEmpty }
+        fixture.central.stopScan()
+        return (sensor, try #require(fixture.delegate.discoveries(named: "HRM").first).peripheral)
+    }
+
+    @Test func connectsAndDisconnects() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await Self.discoverSensor(fixture)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected") { fixture.delegate.links == ["connected HRM connected"] }
+        #expect(sensor.isConnected)
+        fixture.central.cancelPeripheralConnection(peripheral)
+        try await waitUntil("disconnected") { fixture.delegate.links.count == 2 }
+        #expect(fixture.delegate.links.last == "disconnected HRM nil disconnected")
+        #expect(!sensor.isConnected)
+        #expect(fixture.delegate.offQueueCalls == 0)
+    }
+
+    @Test func keepsRetryingThroughTransientFailures() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await Self.discoverSensor(fixture)
+        fixture.bluez.inject(
+            .error(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local"), for: .connect, count: 2)
+        fixture.bluez.inject(.error(name: "org.bluez.Error.InProgress", message: "In Progress"), for: .connect)
+        fixture.central.connect(peripheral)
+        #expect(peripheral.state == .disconnected || peripheral.state == .connecting)
+        try await waitUntil("connected after three failures") { fixture.delegate.links == ["connected HRM connected"] }
+        #expect(sensor.isConnected)
+    }
+
+    @Test func waitsForAPeripheralThatIsAwayAndConnectsWhenItReturns() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await Self.discoverSensor(fixture)
+        sensor.setInRange(false)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connecting") { peripheral.state == .connecting }
+        // Gone from bluetoothd's cache too: only a discovery can find it again.
+        fixture.bluez.removeDevice(sensor)
+        try await waitUntil("a background discovery looks for it") {
+            fixture.bluez.adapters.first?.isDiscovering == true
+        }
+        #expect(fixture.delegate.links.isEmpty)
+        sensor.setInRange(true)
+        sensor.advertise()
+        try await waitUntil("connected once it is back") { fixture.delegate.links == ["connected HRM connected"] }
+        try await waitUntil("the background discovery stops") { fixture.bluez.adapters.first?.isDiscovering == false }
+    }
+
+    @Test func cancelsAPendingConnection() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await Self.discoverSensor(fixture)
+        sensor.setInRange(false)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connecting") { peripheral.state == .connecting }
+        fixture.central.cancelPeripheralConnection(peripheral)
+        try await waitUntil("cancelled") { fixture.delegate.links == ["disconnected HRM nil disconnected"] }
+        sensor.setInRange(true)
+        sensor.advertise()
+        // A later, unrelated connect proves the cancelled request left no attempt behind.
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected by the new request") { fixture.delegate.links.count == 2 }
+        #expect(fixture.delegate.links == ["disconnected HRM nil disconnected", "connected HRM connected"])
+    }
+
+    @Test func reportsALostLinkWithAnError() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await Self.discoverSensor(fixture)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected") { fixture.delegate.links.count == 1 }
+        sensor.dropConnection()
+        try await waitUntil("link loss reported") { fixture.delegate.links.count == 2 }
+        #expect(fixture.delegate.links.last == "disconnected HRM peripheralDisconnected disconnected")
+        // The door-lock pattern: connect again in didDisconnect and wait, with no timeout.
+        fixture.central.connect(peripheral)
+        try await waitUntil("reconnected") { fixture.delegate.links.count == 3 }
+        #expect(fixture.delegate.links.last == "connected HRM connected")
+    }
+
+    @Test func treatsASuccessfulConnectReplyAsConnectedWithoutTheSignal() async throws {
+        let bluez = try await SimulatedBlueZ.start(options: .init(omitsConnectedSignal: true))
+        let delegate = RecordingCentralDelegate()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        let fixture = CentralFixture(bluez: bluez, delegate: delegate, central: central)
+        let (_, peripheral) = try await Self.discoverSensor(fixture)
+        central.connect(peripheral)
+        try await waitUntil("connected") { delegate.links == ["connected HRM connected"] }
+        #expect(peripheral.state == .connected)
+    }
+}

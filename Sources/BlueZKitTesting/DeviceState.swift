@@ -1,0 +1,78 @@
+internal import DBus
+
+/// One remote device as the simulated bluetoothd holds it (`struct btd_device`).
+struct DeviceState: Sendable {
+    /// Where the link stands.
+    enum Link: Sendable, Equatable {
+        case idle
+        /// A `Connect` (or a `Pair` that connects) is waiting for the peripheral.
+        case connecting(attempt: Int)
+        /// Connected; services may or may not be resolved yet.
+        case connected(generation: Int)
+    }
+
+    /// A `Pair` in progress (`struct bonding_req`).
+    struct Bonding: Sendable {
+        let invocation: DBusMethodInvocation
+        let attempt: Int
+        /// Whether `Pair` connected the device itself (then it replies once services are resolved).
+        var connectsFirst: Bool
+    }
+
+    let path: ObjectPath
+    let adapterName: String
+    let address: String
+    let addressType: SimulatedAddressType
+    var name: String?
+    var alias: String?
+    var appearance: UInt16?
+    var paired = false
+    var bonded = false
+    var trusted = false
+    var blocked = false
+    var rssi: Int16?
+    var txPower: Int16?
+    var connected = false
+    var servicesResolved = false
+    /// The bearer's `svc_resolved`: services were discovered (kept while disconnected with a GATT cache).
+    var gattKnown = false
+    var eirUUIDs: [String] = []
+    var gattUUIDs: [String] = []
+    var manufacturerData: [UInt16: [UInt8]] = [:]
+    var serviceData: [String: [UInt8]] = [:]
+    /// The last AD Flags seen; nil until an advertisement was (`INVALID_FLAGS`).
+    var advertisingFlags: UInt8?
+    /// Not yet connected or paired: removed when a non-connectable one's discovery ends.
+    var temporary = true
+    var lastSeenConnectable = true
+    /// Exported GATT objects, in the order they were exported.
+    var gattPaths: [ObjectPath] = []
+    var mtu: UInt16 = 23
+    var link = Link.idle
+    var pendingConnect: DBusMethodInvocation?
+    var pendingDisconnects: [DBusMethodInvocation] = []
+    var bonding: Bonding?
+    /// The peripheral's CCCD values by characteristic value handle, for this connection.
+    var clientConfigurations: [UInt16: UInt16] = [:]
+
+    init(path: ObjectPath, adapterName: String, address: String, addressType: SimulatedAddressType) {
+        self.path = path
+        self.adapterName = adapterName
+        self.address = address
+        self.addressType = addressType
+    }
+
+    var isConnecting: Bool {
+        if case .connecting = link { return true }
+        return false
+    }
+
+    /// `UUIDs` as bluetoothd 5.66 computes it (`dev_property_get_uuids`).
+    var uuids: [String] {
+        if gattKnown { return gattUUIDs }
+        return eirUUIDs.isEmpty ? gattUUIDs : eirUUIDs
+    }
+
+    /// The effective alias: the one set, else the name, else the address with dashes.
+    var effectiveAlias: String { alias ?? name ?? BluetoothText.dashedAddress(address) }
+}

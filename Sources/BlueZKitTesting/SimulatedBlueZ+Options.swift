@@ -1,0 +1,70 @@
+extension SimulatedBlueZ {
+    /// How the simulated bluetoothd behaves where bluetoothd itself is configurable or slow.
+    public struct Options: Sendable, Hashable {
+        /// How long links, service discovery, pairing and failures take.
+        public var timing: Timing
+        /// bluetoothd's `[GATT] Cache` setting in `main.conf`.
+        public var gattCache: GATTCache
+        /// Reproduces a race of bluetoothd 5.66: for a link it made itself, the ATT socket can win
+        /// over the kernel's connect event, and `Connected` turns true without a `PropertiesChanged`.
+        /// The property still reads true, and `ServicesResolved` is still announced.
+        public var omitsConnectedSignal: Bool
+
+        /// Options; the defaults are fast timing, bluetoothd's default cache (`always`) and no quirks.
+        public init(timing: Timing = .fast, gattCache: GATTCache = .always, omitsConnectedSignal: Bool = false) {
+            self.timing = timing
+            self.gattCache = gattCache
+            self.omitsConnectedSignal = omitsConnectedSignal
+        }
+    }
+
+    /// The durations of operations that take time in a real controller and bluetoothd.
+    ///
+    /// Each step still happens in its own turn of the simulator's loop, so
+    /// signal order is the same with zero durations.
+    public struct Timing: Sendable, Hashable {
+        /// From `Connect` to the link being up (`Connected` true and the `Connect` reply).
+        public var connection: Duration
+        /// From the link being up to the GATT objects and `ServicesResolved` true.
+        public var serviceDiscovery: Duration
+        /// How long a `Connect` to an unreachable peripheral waits before it fails with
+        /// `org.bluez.Error.Failed` "le-connection-abort-by-local" (the kernel's LE connection timeout).
+        public var connectTimeout: Duration
+        /// bluetoothd's disconnect timer: `Disconnect` tears the link down this long after it was called (2 s in 5.66).
+        public var disconnect: Duration
+        /// How long just-works pairing takes.
+        public var pairing: Duration
+
+        /// Durations for each step.
+        public init(
+            connection: Duration, serviceDiscovery: Duration, connectTimeout: Duration, disconnect: Duration,
+            pairing: Duration
+        ) {
+            self.connection = connection
+            self.serviceDiscovery = serviceDiscovery
+            self.connectTimeout = connectTimeout
+            self.disconnect = disconnect
+            self.pairing = pairing
+        }
+
+        /// For tests: no waiting, and an unreachable `Connect` fails after 50 ms.
+        public static let fast = Timing(
+            connection: .zero, serviceDiscovery: .zero, connectTimeout: .milliseconds(50), disconnect: .zero,
+            pairing: .zero)
+
+        /// Close to a real controller: 30 ms links, 300 ms service discovery, 20 s connect timeout, 2 s disconnect timer.
+        public static let realistic = Timing(
+            connection: .milliseconds(30), serviceDiscovery: .milliseconds(300), connectTimeout: .seconds(20),
+            disconnect: .seconds(2), pairing: .milliseconds(200))
+    }
+
+    /// What bluetoothd keeps of a device's GATT database after a disconnection (`[GATT] Cache` in `main.conf`).
+    public enum GATTCache: String, Sendable, Hashable {
+        /// Keep it for every device: the GATT objects stay exported while disconnected (bluetoothd's default).
+        case always
+        /// Keep it for paired devices only; others lose their GATT objects (`InterfacesRemoved`) on disconnection.
+        case yes
+        /// Never keep it: GATT objects are removed on every disconnection.
+        case no
+    }
+}

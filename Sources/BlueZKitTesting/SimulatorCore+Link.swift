@@ -1,0 +1,219 @@
+internal import DBus
+
+/// Connections: `Connect`, `Disconnect`, link loss, and the GATT objects that come and go with them.
+extension SimulatorCore {
+    func connectCall(_ invocation: DBusMethodInvocation, _ path: ObjectPath, extraDelay: Duration) {
+        guard let device = devices[path], let adapter = adapters[device.adapterName] else { return }
+        // An LE Connect to a connected device succeeds (AlreadyConnected is only for BR/EDR).
+        if device.connected { return reply(invocation) }
+        guard adapter.powered else { return reply(invocation, error: BlueZErrors.failed("Input/output error")) }
+        if device.isConnecting {
+            if device.pendingConnect == nil {
+                // A Pair is connecting: this Connect completes with it.
+                updateDevice(path) { $0.pendingConnect = invocation }
+                return
+            }
+            return reply(invocation, error: BlueZErrors.failed("Operation already in progress"))
+        }
+        updateDevice(path) { $0.temporary = false }
+        beginConnectAttempt(path, invocation: invocation, delay: options.timing.connection + extraDelay)
+    }
+
+    /// Starts an LE connection attempt: the link comes up after `delay` once the peripheral is
+    /// reachable, or the attempt fails after the connect timeout.
+    func beginConnectAttempt(_ path: ObjectPath, invocation: DBusMethodInvocation?, delay: Duration) {
+        let attempt = makeAttemptID()
+        updateDevice(path) { device in
+            device.link = .connecting(attempt: attempt)
+            device.pendingConnect = invocation
+        }
+        after(delay) {
+            self.armedAttempts[path] = attempt
+            self.tryEstablish(path, attempt: attempt)
+        }
+        after(delay + options.timing.connectTimeout) {
+            guard self.devices[path]?.link == .connecting(attempt: attempt) else { return }
+            self.armedAttempts[path] = nil
+            self.updateDevice(path) { $0.link = .idle }
+            if let pending = self.devices[path]?.pendingConnect {
+                self.updateDevice(path) { $0.pendingConnect = nil }
+                self.reply(pending, error: BlueZErrors.failed("le-connection-abort-by-local"))
+            }
+            self.cancelBonding(path, error: BlueZErrors.make("ConnectionAttemptFailed", "Page Timeout"))
+        }
+    }
+
+    /// Establishes an armed attempt if the peripheral can be reached now.
+    func tryEstablish(_ path: ObjectPath, attempt: Int) {
+        guard let device = devices[path], device.link == .connecting(attempt: attempt),
+            let adapter = adapters[device.adapterName], adapter.powered,
+            let peripheral = peripheral(of: device), peripheral.isInRange, peripheral.isConnectable
+        else { return }
+        armedAttempts[path] = nil
+        establish(path, peripheral: peripheral)
+    }
+
+    /// The peripheral was seen (it advertised or came into range): a waiting attempt may connect.
+    func peripheralSeen(_ peripheral: SimulatedPeripheral) {
+        guard let adapter = peripheral.attachment.withLock({ $0.adapterName }) else { return }
+        let path = Self.devicePath(adapter: adapter, address: peripheral.address)
+        if let attempt = armedAttempts[path] { tryEstablish(path, attempt: attempt) }
+    }
+
+    private func establish(_ path: ObjectPath, peripheral: SimulatedPeripheral) {
+        let generation = makeAttemptID()
+        updateDevice(path) { device in
+            device.link = .connected(generation: generation)
+            device.connected = true
+            device.temporary = false
+            device.mtu = min(517, max(23, peripheral.maximumMTU))
+            device.clientConfigurations = [:]
+        }
+        if !options.omitsConnectedSignal { propertiesChanged(path, Self.deviceInterface, ["Connected"]) }
+        if let pending = devices[path]?.pendingConnect {
+            updateDevice(path) { $0.pendingConnect = nil }
+            reply(pending)
+        }
+        if let bonding = devices[path]?.bonding, bonding.connectsFirst {
+            after(options.timing.pairing) { self.completePairing(path, attempt: bonding.attempt) }
+        }
+        after(options.timing.serviceDiscovery) { self.resolveServices(path, generation: generation) }
+    }
+
+    /// GATT discovery finished: export the objects (first time), then `ServicesResolved` turns true.
+    private func resolveServices(_ path: ObjectPath, generation: Int) {
+        guard let device = devices[path], device.link == .connected(generation: generation),
+            let peripheral = peripheral(of: device), let layout = peripheral.layout
+        else { return }
+        if device.gattPaths.isEmpty { exportGATT(path, layout) }
+        let oldUUIDs = device.uuids
+        updateDevice(path) { device in
+            device.gattUUIDs = layout.primaryUUIDs
+            device.gattKnown = true
+        }
+        var changed: [String] = []
+        if devices[path]?.uuids != oldUUIDs { changed.append("UUIDs") }
+        resubscribe(path)
+        updateDevice(path) { $0.servicesResolved = true }
+        changed.append("ServicesResolved")
+        propertiesChanged(path, Self.deviceInterface, changed)
+        store(path)
+        if let bonding = devices[path]?.bonding, bonding.connectsFirst, devices[path]?.paired == true {
+            updateDevice(path) { $0.bonding = nil }
+            reply(bonding.invocation)
+        }
+    }
+
+    /// `Disconnect`, or `RemoveDevice` of a connected device (`device_request_disconnect`).
+    func requestDisconnect(_ path: ObjectPath, replyTo invocation: DBusMethodInvocation, removing: Bool) {
+        guard let device = devices[path] else { return }
+        cancelBonding(path, error: BlueZErrors.make("AuthenticationCanceled", "Authentication Canceled"))
+        cancelConnectAttempt(path, error: BlueZErrors.failed("br-connection-canceled"))
+        guard device.connected, case .connected(let generation) = device.link else { return reply(invocation) }
+        let wasWaiting = !device.pendingDisconnects.isEmpty
+        updateDevice(path) { $0.pendingDisconnects.append(invocation) }
+        if removing { removalRequested.insert(path) }
+        guard !wasWaiting else { return }
+        after(options.timing.disconnect) {
+            guard self.devices[path]?.link == .connected(generation: generation) else { return }
+            self.linkLost(path)
+        }
+    }
+
+    /// Fails a connection attempt in progress with `error`.
+    func cancelConnectAttempt(_ path: ObjectPath, error: DBusError) {
+        guard let device = devices[path], device.isConnecting else { return }
+        armedAttempts[path] = nil
+        updateDevice(path) { device in
+            device.link = .idle
+            device.pendingConnect = nil
+        }
+        if let pending = device.pendingConnect { reply(pending, error: error) }
+    }
+
+    /// The link went down (`device_remove_connection`): `ServicesResolved` and `Connected` turn false,
+    /// waiting `Disconnect` calls are answered, and without a GATT cache the GATT objects go.
+    func linkLost(_ path: ObjectPath) {
+        guard devices[path]?.connected == true else { return }
+        cancelBonding(path, error: BlueZErrors.make("AuthenticationCanceled", "Authentication Canceled"))
+        guard let device = devices[path] else { return }
+        updateDevice(path) { device in
+            device.connected = false
+            device.servicesResolved = false
+            device.link = .idle
+            device.eirUUIDs = []
+            device.clientConfigurations = [:]
+        }
+        propertiesChanged(path, Self.deviceInterface, ["ServicesResolved"])
+        for waiting in device.pendingDisconnects { reply(waiting) }
+        updateDevice(path) { $0.pendingDisconnects = [] }
+        propertiesChanged(path, Self.deviceInterface, ["Connected"])
+        let keepCache = options.gattCache == .always || (options.gattCache == .yes && device.paired)
+        if !keepCache {
+            removeGATTObjects(path)
+            updateDevice(path) { $0.gattKnown = false }
+        }
+        if let pending = device.pendingConnect {
+            updateDevice(path) { $0.pendingConnect = nil }
+            reply(pending, error: BlueZErrors.failed("br-connection-canceled"))
+        }
+        if removalRequested.remove(path) != nil { removeDeviceObject(path, forget: true) }
+    }
+
+    // MARK: GATT objects
+
+    /// Exports a device's GATT objects in bluetoothd's order: each service, then its
+    /// characteristics, each followed by its descriptors. The GAP service stays hidden.
+    private func exportGATT(_ device: ObjectPath, _ layout: GATTLayout) {
+        let exportedServices = layout.services.filter { !$0.isHidden }
+        let servicePaths = Dictionary(
+            exportedServices.map { ($0.handle, device.childOrRoot($0.pathElement)) }, uniquingKeysWith: { first, _ in first })
+        var exported: [ObjectPath] = []
+        for service in exportedServices {
+            let servicePath = servicePaths[service.handle]!
+            gattObjects[servicePath] = .service(
+                .init(path: servicePath, device: device, uuid: service.uuid, isPrimary: service.isPrimary,
+                    includes: service.includes.compactMap { servicePaths[$0] }))
+            interfacesAdded(servicePath, ["org.bluez.GattService1"])
+            exported.append(servicePath)
+            for characteristic in service.characteristics {
+                let path = servicePath.childOrRoot(characteristic.pathElement)
+                gattObjects[path] = .characteristic(
+                    .init(path: path, service: servicePath, device: device, uuid: characteristic.uuid,
+                        valueHandle: characteristic.valueHandle, flags: characteristic.flags, object: characteristic.object))
+                interfacesAdded(path, ["org.bluez.GattCharacteristic1"])
+                exported.append(path)
+                for descriptor in characteristic.descriptors {
+                    let descriptorPath = path.childOrRoot(descriptor.pathElement)
+                    gattObjects[descriptorPath] = .descriptor(
+                        .init(path: descriptorPath, characteristic: path, device: device, uuid: descriptor.uuid,
+                            kind: descriptor.kind, flags: descriptor.flags, object: descriptor.object,
+                            characteristicValueHandle: characteristic.valueHandle))
+                    interfacesAdded(descriptorPath, ["org.bluez.GattDescriptor1"])
+                    exported.append(descriptorPath)
+                }
+            }
+        }
+        updateDevice(device) { $0.gattPaths = exported }
+    }
+
+    /// Removes a device's GATT objects as `unregister_service` does: per service, each
+    /// characteristic's descriptors, then the characteristic; the service last.
+    func removeGATTObjects(_ device: ObjectPath) {
+        guard let paths = devices[device]?.gattPaths, !paths.isEmpty else { return }
+        var order: [ObjectPath] = []
+        for service in paths where service.parent == device {
+            for characteristic in paths where characteristic.parent == service {
+                order += paths.filter { $0.parent == characteristic }
+                order.append(characteristic)
+            }
+            order.append(service)
+        }
+        for path in order {
+            guard let node = gattObjects[path] else { continue }
+            interfacesRemoved(path, [node.interface])
+            gattObjects[path] = nil
+        }
+        updateDevice(device) { $0.gattPaths = [] }
+    }
+}

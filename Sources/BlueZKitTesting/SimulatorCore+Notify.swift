@@ -1,0 +1,86 @@
+internal import DBus
+
+/// Notification sessions (`StartNotify` / `StopNotify`), the peripheral's CCCD, and notifications.
+extension SimulatorCore {
+    static let characteristicInterface = "org.bluez.GattCharacteristic1"
+
+    /// `StartNotify`: one session per client; the first one writes the CCCD and turns `Notifying` true.
+    /// While disconnected the session is kept and registered on the next connection, as bluetoothd does.
+    func startNotify(_ invocation: DBusMethodInvocation, _ characteristic: GATTNode.Characteristic, sender: String, connected: Bool) {
+        guard characteristic.flags.canNotify else { return reply(invocation, error: BlueZErrors.notSupported) }
+        if characteristic.notifyClients.contains(sender) { return reply(invocation) }
+        updateCharacteristic(characteristic.path) { $0.notifyClients.append(sender) }
+        if connected { enableNotifications(characteristic.path) }
+        reply(invocation)
+    }
+
+    /// Ends `owner`'s session; the last one writes the CCCD off and turns `Notifying` false.
+    func removeNotifySession(_ path: ObjectPath, owner: String) {
+        guard case .characteristic(let characteristic) = gattObjects[path] else { return }
+        updateCharacteristic(path) { $0.notifyClients.removeAll { $0 == owner } }
+        guard characteristic.notifyClients == [owner] else { return }
+        updateDevice(characteristic.device) { $0.clientConfigurations[characteristic.valueHandle] = nil }
+        if characteristic.notifying {
+            updateCharacteristic(path) { $0.notifying = false }
+            propertiesChanged(path, Self.characteristicInterface, ["Notifying"])
+        }
+    }
+
+    /// Registers every kept session again after a (re)connection.
+    func resubscribe(_ device: ObjectPath) {
+        for path in devices[device]?.gattPaths ?? [] {
+            guard case .characteristic(let characteristic) = gattObjects[path], !characteristic.notifyClients.isEmpty else {
+                continue
+            }
+            enableNotifications(path)
+        }
+    }
+
+    private func enableNotifications(_ path: ObjectPath) {
+        guard case .characteristic(let characteristic) = gattObjects[path] else { return }
+        let value: UInt16 = characteristic.flags.properties & AttributeFlags.notify != 0 ? 0x0001 : 0x0002
+        updateDevice(characteristic.device) { $0.clientConfigurations[characteristic.valueHandle] = value }
+        if !characteristic.notifying {
+            updateCharacteristic(path) { $0.notifying = true }
+            propertiesChanged(path, Self.characteristicInterface, ["Notifying"])
+        }
+    }
+
+    private func updateCharacteristic(_ path: ObjectPath, _ body: (inout GATTNode.Characteristic) -> Void) {
+        guard case .characteristic(var characteristic) = gattObjects[path] else { return }
+        body(&characteristic)
+        gattObjects[path] = .characteristic(characteristic)
+    }
+
+    // MARK: Peripheral side
+
+    /// The peripheral notifies `value` on the characteristic whose value handle is `handle`.
+    ///
+    /// Delivered only while connected with the CCCD on; bluetoothd then stores the value
+    /// and emits `PropertiesChanged` on `Value` at once (one signal per notification).
+    func notify(_ peripheral: SimulatedPeripheral, handle: UInt16, value: [UInt8]) -> Bool {
+        run {
+            guard let device = devicePath(of: peripheral), let state = devices[device], state.connected,
+                (state.clientConfigurations[handle] ?? 0) != 0
+            else { return false }
+            for path in state.gattPaths {
+                guard case .characteristic(var characteristic) = gattObjects[path], characteristic.valueHandle == handle else {
+                    continue
+                }
+                characteristic.cachedValue = value
+                gattObjects[path] = .characteristic(characteristic)
+                propertiesChanged(path, Self.characteristicInterface, ["Value"], flushNow: true)
+                return true
+            }
+            return false
+        }
+    }
+
+    /// Whether the central enabled notifications or indications for the value handle `handle`.
+    func isSubscribed(_ peripheral: SimulatedPeripheral, handle: UInt16) -> Bool {
+        run {
+            guard let device = devicePath(of: peripheral), let state = devices[device], state.connected else { return false }
+            return (state.clientConfigurations[handle] ?? 0) != 0
+        }
+    }
+}

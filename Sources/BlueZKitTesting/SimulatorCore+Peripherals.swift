@@ -1,0 +1,100 @@
+internal import DBus
+
+/// The radio side: peripherals joining an adapter's range, advertising, moving and dropping links.
+extension SimulatorCore {
+    /// Puts `peripheral` in range of adapter `name` with its GATT database laid out.
+    func attach(_ peripheral: SimulatedPeripheral, adapter name: String) -> SimulatedBlueZError? {
+        guard BluetoothText.address(peripheral.address) != nil else {
+            return SimulatedBlueZError(.invalidConfiguration, "invalid address '\(peripheral.address)'")
+        }
+        for uuid in peripheral.serviceUUIDs + Array(peripheral.serviceData.keys) where BluetoothText.uuid(uuid) == nil {
+            return SimulatedBlueZError(.invalidConfiguration, "invalid UUID '\(uuid)'")
+        }
+        let layout: GATTLayout
+        do throws(SimulatedBlueZError) {
+            layout = try GATTLayout.make(
+                services: peripheral.services, standard: peripheral.includesStandardServices, deviceName: peripheral.name)
+        } catch {
+            return error
+        }
+        return run { () -> SimulatedBlueZError? in
+            guard adapters[name] != nil else { return SimulatedBlueZError(.notFound, "no adapter \(name)") }
+            let taken = peripheral.attachment.withLock { $0.core != nil }
+            guard !taken else { return SimulatedBlueZError(.alreadyExists, "the peripheral was already added") }
+            guard self.peripheral(adapter: name, address: peripheral.address) == nil else {
+                return SimulatedBlueZError(.alreadyExists, "a peripheral \(peripheral.address) is already in range of \(name)")
+            }
+            peripheral.attachment.withLock { attachment in
+                attachment.core = self
+                attachment.adapterName = name
+                attachment.layout = layout
+            }
+            link(layout, to: peripheral)
+            air[name, default: []].append(peripheral)
+            if peripheral.isInRange { report(peripheral) }
+            if let interval = peripheral.advertisingInterval { scheduleAdvertising(peripheral, every: interval) }
+            return nil
+        }
+    }
+
+    private func link(_ layout: GATTLayout, to peripheral: SimulatedPeripheral) {
+        for service in layout.services {
+            let servicePath = "/" + service.pathElement
+            service.object.link.attach(to: peripheral, handle: service.handle, pathSuffix: servicePath)
+            for characteristic in service.characteristics {
+                let characteristicPath = servicePath + "/" + characteristic.pathElement
+                characteristic.object.link.attach(
+                    to: peripheral, handle: characteristic.valueHandle, pathSuffix: characteristicPath)
+                for descriptor in characteristic.descriptors {
+                    descriptor.object.link.attach(
+                        to: peripheral, handle: descriptor.handle, pathSuffix: characteristicPath + "/" + descriptor.pathElement)
+                }
+            }
+        }
+    }
+
+    /// Advertises every `interval` while attached and in range; the chain ends when bluetoothd restarts
+    /// (and is started again for the new instance).
+    func scheduleAdvertising(_ peripheral: SimulatedPeripheral, every interval: Duration) {
+        after(interval) { [weak peripheral] in
+            guard let peripheral, peripheral.attachment.withLock({ $0.core }) === self else { return }
+            if peripheral.isInRange {
+                self.report(peripheral)
+                self.peripheralSeen(peripheral)
+            }
+            self.scheduleAdvertising(peripheral, every: interval)
+        }
+    }
+
+    func advertise(_ peripheral: SimulatedPeripheral) {
+        run {
+            report(peripheral)
+            peripheralSeen(peripheral)
+        }
+    }
+
+    func rangeChanged(_ peripheral: SimulatedPeripheral) {
+        run {
+            if peripheral.isInRange {
+                report(peripheral)
+                peripheralSeen(peripheral)
+            } else if let path = devicePath(of: peripheral), devices[path]?.connected == true {
+                linkLost(path)
+            }
+        }
+    }
+
+    func dropConnection(_ peripheral: SimulatedPeripheral) {
+        run {
+            if let path = devicePath(of: peripheral) { linkLost(path) }
+        }
+    }
+
+    func isConnected(_ peripheral: SimulatedPeripheral) -> Bool {
+        run { devicePath(of: peripheral).flatMap { devices[$0]?.connected } ?? false }
+    }
+
+    func adapterSnapshot(_ name: String) -> AdapterState.Snapshot? {
+        run { adapters[name]?.snapshot }
+    }
+}

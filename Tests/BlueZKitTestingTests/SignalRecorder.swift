@@ -1,0 +1,81 @@
+import DBus
+import Synchronization
+import Testing
+
+/// Every signal a client received, with waiting for the next one that matches.
+final class SignalRecorder: Sendable {
+    private struct Waiter {
+        let id: Int
+        let from: Int
+        let predicate: @Sendable (Signal) -> Bool
+        let continuation: CheckedContinuation<Signal?, Never>
+    }
+
+    private struct State {
+        var signals: [Signal] = []
+        var waiters: [Waiter] = []
+        var nextID = 0
+    }
+
+    private let state = Mutex(State())
+
+    func append(_ message: DBusMessage) {
+        let signal = Signal(message)
+        let ready = state.withLock { state -> [Waiter] in
+            state.signals.append(signal)
+            let index = state.signals.count - 1
+            let ready = state.waiters.filter { index >= $0.from && $0.predicate(signal) }
+            state.waiters.removeAll { waiter in ready.contains { $0.id == waiter.id } }
+            return ready
+        }
+        for waiter in ready { waiter.continuation.resume(returning: signal) }
+    }
+
+    /// Everything received so far.
+    var all: [Signal] { state.withLock { $0.signals } }
+    /// The number received so far: a mark to look at later signals only.
+    var count: Int { state.withLock { $0.signals.count } }
+
+    func since(_ mark: Int) -> [Signal] { state.withLock { Array($0.signals.dropFirst(mark)) } }
+
+    /// The first signal at or after `mark` that matches, waiting up to `timeout` for it; nil on timeout.
+    func first(
+        from mark: Int = 0, timeout: Duration = .seconds(5), where predicate: @escaping @Sendable (Signal) -> Bool
+    ) async -> Signal? {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        let timer = Task {
+            try? await Task.sleep(for: timeout)
+            self.cancelWaiter(id)
+        }
+        defer { timer.cancel() }
+        return await withCheckedContinuation { continuation in
+            let found = state.withLock { state -> Signal? in
+                if let match = state.signals.dropFirst(mark).first(where: predicate) { return match }
+                state.waiters.append(Waiter(id: id, from: mark, predicate: predicate, continuation: continuation))
+                return nil
+            }
+            if let found { continuation.resume(returning: found) }
+        }
+    }
+
+    /// Like `first`, but records an issue when nothing matches in time.
+    func expect(
+        from mark: Int = 0, _ what: String, timeout: Duration = .seconds(5),
+        sourceLocation: SourceLocation = #_sourceLocation, where predicate: @escaping @Sendable (Signal) -> Bool
+    ) async -> Signal? {
+        let signal = await first(from: mark, timeout: timeout, where: predicate)
+        if signal == nil { Issue.record("no signal: \(what)", sourceLocation: sourceLocation) }
+        return signal
+    }
+
+    private func cancelWaiter(_ id: Int) {
+        let waiter = state.withLock { state -> Waiter? in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
+            return state.waiters.remove(at: index)
+        }
+        waiter?.continuation.resume(returning: nil)
+    }
+}

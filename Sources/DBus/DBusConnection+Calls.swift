@@ -77,8 +77,11 @@ extension DBusConnection {
             return call.finish(.failure(DBusError(.disconnected, "the connection is closed")), connection: self)
         }
         var pending: OpaquePointer? = nil
-        let milliseconds = Int32(clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        guard dbus_connection_send_with_reply(raw, message.raw, &pending, max(1, milliseconds)) != 0, let pending else {
+        // In Double: `seconds * 1000` overflows (and traps) for huge timeouts,
+        // which become Int32.max, libdbus's "no timeout".
+        let requested = (timeout / .milliseconds(1)).rounded(.up)
+        let milliseconds = requested >= Double(Int32.max) ? Int32.max : Int32(max(1, requested))
+        guard dbus_connection_send_with_reply(raw, message.raw, &pending, milliseconds) != 0, let pending else {
             let reason =
                 dbus_connection_get_is_connected(raw) == 0
                 ? DBusError(.disconnected, "the connection is closed")

@@ -1,6 +1,10 @@
 internal import CDBus
 import Dispatch
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The main loop, modelled on BlueZ's `gdbus/mainloop.c`: libdbus watches
 /// become dispatch read/write sources, libdbus timeouts become dispatch timers,
 /// and the dispatch-status callback only schedules a drain on the queue —
@@ -109,17 +113,33 @@ extension DBusConnection {
         let flags = dbus_watch_get_flags(watch)
         let sources = WatchSources()
         if flags & DBUS_WATCH_READABLE.rawValue != 0 {
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+            let sourceFD = Self.duplicateForSource(fd)
+            let source = DispatchSource.makeReadSource(fileDescriptor: sourceFD, queue: queue)
             source.setEventHandler { [weak self] in self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue) }
+            if sourceFD != fd { source.setCancelHandler { _ = Glibc.close(sourceFD) } }
             sources.read = source
         }
         if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+            let sourceFD = Self.duplicateForSource(fd)
+            let source = DispatchSource.makeWriteSource(fileDescriptor: sourceFD, queue: queue)
             source.setEventHandler { [weak self] in self?.handleWatch(key, watch, DBUS_WATCH_WRITABLE.rawValue) }
+            if sourceFD != fd { source.setCancelHandler { _ = Glibc.close(sourceFD) } }
             sources.write = source
         }
         watches[key] = sources
         toggleWatch(watch)
+    }
+
+    /// A descriptor of our own for one dispatch source, closed by its cancel handler.
+    ///
+    /// libdispatch must not see a descriptor closed before its source's
+    /// cancellation has finished: a new socket that reuses the number then
+    /// never fires (its epoll registration is the old one's). libdbus closes
+    /// its socket right after removing the watch, so each source watches a
+    /// duplicate instead. Falls back to `fd` itself if `dup` fails.
+    private static func duplicateForSource(_ fd: Int32) -> Int32 {
+        let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+        return duplicate >= 0 ? duplicate : fd
     }
 
     private func handleWatch(_ key: UnsafeMutableRawPointer, _ watch: OpaquePointer, _ condition: UInt32) {

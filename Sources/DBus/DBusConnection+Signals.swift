@@ -52,22 +52,32 @@ extension DBusConnection {
     {
         let rule = DBusMatchRule(
             sender: .bus, path: Self.busPath, interface: .bus, member: "NameOwnerChanged", arg0: name.rawValue)
+        let changes = ChangeCounter()
         let subscription = try await subscribe(rule) { message in
             guard let args = try? message.arguments(), args.count == 3, let newOwner = args[2].stringValue else {
                 return
             }
+            changes.count += 1
             handler(newOwner.isEmpty ? nil : BusName(trusted: newOwner))
         }
         let owner = try await nameOwner(of: name)
         queue.async {
-            if !subscription.isCancelled.load(ordering: .acquiring) { handler(owner) }
+            // A change reported since subscribing is at least as new as this
+            // answer: reporting the answer after it would undo it.
+            if !subscription.isCancelled.load(ordering: .acquiring), changes.count == 0 { handler(owner) }
         }
         return subscription
     }
 
+    /// Counts `NameOwnerChanged` reports; touched only on the queue.
+    final class ChangeCounter: @unchecked Sendable {
+        var count = 0
+    }
+
     /// The unique name that owns `name` now, or nil (`GetNameOwner`).
     package func nameOwner(of name: BusName) async throws(DBusError) -> BusName? {
-        if name.isUnique || name == .bus { return name }
+        // A unique name owns itself only while its connection is on the bus: ask.
+        if name == .bus { return name }
         do {
             let reply = try await call(
                 destination: .bus, path: Self.busPath, interface: .bus, member: "GetNameOwner",
@@ -89,6 +99,16 @@ extension DBusConnection {
     struct TrackedName {
         var owner: BusName?
         var users: Int
+        /// False until the first user's watch has looked the owner up; later users wait for that.
+        var known = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+
+        /// Marks the owner as looked up and returns the users to wake.
+        mutating func becomeKnown() -> [CheckedContinuation<Void, Never>] {
+            defer { waiters = [] }
+            known = true
+            return waiters
+        }
     }
 
     /// Keeps `nameOwners[name]` current while the returned subscription lives.
@@ -111,11 +131,31 @@ extension DBusConnection {
             }
         }
         if first {
-            let watch = try await watchNameOwner(name) { [weak self] owner in
-                self?.nameOwners[name]?.owner = owner
+            do {
+                let watch = try await watchNameOwner(name) { [weak self] owner in
+                    self?.nameOwners[name]?.owner = owner
+                }
+                // The watch's first report (the current owner) is queued before this runs.
+                onQueue {
+                    ownerWatches[name] = watch
+                    nameOwners[name]?.becomeKnown().forEach { $0.resume() }
+                }
+            } catch {
+                onQueue { nameOwners[name]?.becomeKnown().forEach { $0.resume() } }
+                throw error
             }
-            // The watch's first report (the current owner) is queued before this runs.
-            onQueue { ownerWatches[name] = watch }
+        } else {
+            // Until the first user's lookup is back the owner is unknown, and a
+            // subscription returned now would drop the owner's next signals.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                queue.async {
+                    if self.nameOwners[name]?.known == false {
+                        self.nameOwners[name]!.waiters.append(continuation)
+                    } else {
+                        continuation.resume()
+                    }
+                }
+            }
         }
         return release
     }

@@ -51,7 +51,7 @@ package final class DBusConnection: @unchecked Sendable {
     /// Opens a private connection to `address`; registers with the bus (`Hello`) unless `bus` is false.
     ///
     /// The socket connect happens on the new connection's queue; authentication
-    /// and `Hello` are asynchronous. Errors: `failed` / `serviceUnknown` when the
+    /// and `Hello` are asynchronous. Errors: `failed` when the
     /// address cannot be reached, `invalidArgs` for a malformed address.
     package static func open(address: String, bus: Bool = true, label: String = "bluezkit.dbus")
         async throws(DBusError) -> DBusConnection
@@ -64,9 +64,14 @@ package final class DBusConnection: @unchecked Sendable {
                 dbus_error_init(&error)
                 defer { dbus_error_free(&error) }
                 guard !address.utf8.contains(0), let raw = dbus_connection_open_private(address, &error) else {
-                    let name = error.name.map { String(cString: $0) } ?? DBusError.name(for: .failed)
-                    let message = error.message.map { String(cString: $0) } ?? "cannot connect to '\(address)'"
-                    continuation.resume(returning: .failure(DBusError(name: name, message: message)))
+                    let name = error.name.map { String(cString: $0) } ?? ""
+                    let text =
+                        error.message.map { String(cString: $0) } ?? "cannot connect to '\(address.debugEscaped)'"
+                    // As documented: a malformed address is invalidArgs, any other failure
+                    // `failed` (libdbus's own name, such as NoServer, stays in the message).
+                    let malformed = address.utf8.contains(0) || name == "org.freedesktop.DBus.Error.BadAddress"
+                    let message = name.isEmpty ? text : "\(name): \(text)"
+                    continuation.resume(returning: .failure(DBusError(malformed ? .invalidArgs : .failed, message)))
                     return
                 }
                 continuation.resume(returning: .success(RawPointer(raw)))
@@ -173,6 +178,7 @@ package final class DBusConnection: @unchecked Sendable {
         pendingCalls.removeAll()
         objects.removeAll()
         router.removeAll()
+        for name in Array(nameOwners.keys) { nameOwners[name]?.becomeKnown().forEach { $0.resume() } }
         nameOwners.removeAll()
         ownerWatches.removeAll()
         removeMainLoop()

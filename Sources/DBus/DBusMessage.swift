@@ -58,6 +58,8 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
     package static func methodReturn(to call: DBusMessage, arguments: [DBusValue] = []) throws(DBusError)
         -> DBusMessage
     {
+        // libdbus aborts on a reply to a message that was never sent (serial 0).
+        guard call.serial != 0 else { throw DBusError(.invalidArgs, "cannot reply to a message that was never sent") }
         guard let raw = dbus_message_new_method_return(call.raw) else {
             throw DBusError(.noMemory, "cannot allocate a method return")
         }
@@ -68,6 +70,7 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
 
     /// An error reply to the method call `call`. An invalid error name is replaced by `Failed`.
     package static func errorReply(to call: DBusMessage, error: DBusError) -> DBusMessage? {
+        guard call.serial != 0 else { return nil }
         let name = DBusNameCheck.valid(error.name, dbus_validate_error_name) ? error.name : DBusError.name(for: .failed)
         let text = error.message.replacingNULs
         guard let raw = dbus_message_new_error(call.raw, name, text) else { return nil }
@@ -80,6 +83,10 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
         for argument in arguments { signature += try argument.validatedSignature() }
         guard signature.utf8.count <= 255 else {
             throw DBusError(.invalidSignature, "message signature longer than 255 characters")
+        }
+        // More than 32 nested arrays or structs make a message the bus refuses.
+        guard DBusNameCheck.valid(signature, dbus_signature_validate) else {
+            throw DBusError(.invalidSignature, "message signature '\(signature.debugEscaped)' is not valid")
         }
         var iter = DBusMessageIter()
         dbus_message_iter_init_append(raw, &iter)

@@ -33,7 +33,8 @@ package final class DBusMethodInvocation: Sendable {
         do {
             try send(DBusMessage.methodReturn(to: message, arguments: values))
         } catch {
-            send(DBusMessage.errorReply(to: message, error: error))
+            // Failed, not the validation error itself: InvalidArgs would blame the caller's arguments.
+            send(DBusMessage.errorReply(to: message, error: DBusError(.failed, "cannot send the reply: \(error)")))
         }
     }
 

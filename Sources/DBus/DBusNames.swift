@@ -23,7 +23,11 @@ package struct ObjectPath: Hashable, Sendable, Comparable, CustomStringConvertib
     /// The path of a child element; `element` must be a valid path element
     /// (`[A-Za-z0-9_]+`), else `invalidArgs`.
     package func appending(_ element: String) throws(DBusError) -> ObjectPath {
-        try ObjectPath(rawValue == "/" ? "/" + element : rawValue + "/" + element)
+        // One element only: "" would give back `/` itself, and "a/b" two levels.
+        guard !element.isEmpty, !element.utf8.contains(UInt8(ascii: "/")) else {
+            throw DBusError(.invalidArgs, "invalid object path element '\(element.debugEscaped)'")
+        }
+        return try ObjectPath(rawValue == "/" ? "/" + element : rawValue + "/" + element)
     }
 
     /// True when `self` is `ancestor` or lies below it.

@@ -49,8 +49,18 @@ extension DBusValue {
             var signature = "("
             for field in fields { signature += try field.validatedSignature(depth: depth + 1) }
             return signature + ")"
+        case .unixFD(let fd):
+            // Checked here, before any container is open: a throw from inside an
+            // open libdbus container would leak it.
+            guard fd.rawValue >= 0 else { throw DBusError(.invalidArgs, "file descriptor was already taken or closed") }
+            return "h"
         case .variant(let inner):
-            _ = try inner.validatedSignature(depth: depth + 1)
+            let innerSignature = try inner.validatedSignature(depth: depth + 1)
+            // libdbus aborts on a variant whose signature is invalid (longer
+            // than 255, or more than 32 nested arrays or structs).
+            guard DBusNameCheck.valid(innerSignature, dbus_signature_validate_single) else {
+                throw DBusError(.invalidSignature, "variant signature '\(innerSignature.debugEscaped)' is not valid")
+            }
             return "v"
         default:
             return signatureString

@@ -63,6 +63,7 @@ extension CentralEngine {
                     connection.queue.async { [self] in
                         guard links[id]?.phase == .disconnecting else { return }
                         links[id] = nil
+                        resetGatt(id)
                         manager?.post(.link(peripheral, .disconnected(nil)))
                     }
                 }
@@ -124,6 +125,7 @@ extension CentralEngine {
         link.backoff = Self.firstRetryDelay
         links[id] = link
         manager?.post(.link(peripheral, .connected))
+        if client.device(id)?.servicesResolved == true { servicesResolved(id) }
         updateBackgroundDiscovery()
     }
 
@@ -148,6 +150,7 @@ extension CentralEngine {
     func linkLost(_ id: DeviceHandle) {
         guard let link = links[id], link.phase == .connected, let peripheral = peripherals[id] else { return }
         links[id] = nil
+        resetGatt(id)
         manager?.post(
             .link(peripheral, .disconnected(BluetoothError(.peripheralDisconnected, message: "the link was lost"))))
         updateBackgroundDiscovery()

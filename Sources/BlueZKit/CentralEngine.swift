@@ -18,6 +18,8 @@ final class CentralEngine: @unchecked Sendable {
     var peripherals: [DeviceHandle: Peripheral] = [:]
     var scan: ScanState?
     var links: [DeviceHandle: Link] = [:]
+    var gatt: [DeviceHandle: GattModel] = [:]
+    var pendingServiceDiscoveries: [DeviceHandle: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
 
     /// What a running scan reports and has reported.
@@ -96,13 +98,14 @@ final class CentralEngine: @unchecked Sendable {
         case .deviceChanged(let id, let device, let changed):
             if device.name != nil { peripherals[id]?.update(name: device.name) }
             if changed.contains("Connected"), !device.connected { linkLost(id) }
+            if changed.contains("ServicesResolved"), device.servicesResolved { servicesResolved(id) }
         case .deviceRemoved(let id):
             scan?.reported[id] = nil
             linkLost(id)
             abandonAttempt(id)
             updateBackgroundDiscovery()
-        case .objects:
-            break
+        case .objects(let event):
+            valueChanged(event)
         }
     }
 
@@ -146,7 +149,7 @@ final class CentralEngine: @unchecked Sendable {
         if let existing = peripherals[id] { return existing }
         let identifier = PeripheralIdentity.identifier(
             adapterAddress: adapterAddress, deviceAddress: device.address ?? "\(id)")
-        let peripheral = Peripheral(identifier: identifier, deviceID: id, name: device.name)
+        let peripheral = Peripheral(identifier: identifier, deviceID: id, name: device.name, engine: self)
         peripherals[id] = peripheral
         return peripheral
     }

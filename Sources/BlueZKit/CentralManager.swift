@@ -1,4 +1,5 @@
 public import Dispatch
+import Foundation
 import DBus
 import Synchronization
 
@@ -160,6 +161,20 @@ public final class CentralManager: @unchecked Sendable {
         case state(ManagerState)
         case discovered(Peripheral, AdvertisementData, rssi: Int, name: String?)
         case link(Peripheral, LinkEvent)
+        case gatt(Peripheral, GattEvent)
+    }
+
+    /// A GATT result for a peripheral's delegate.
+    enum GattEvent: Sendable {
+        case services([Service], (any Error)?)
+        case includedServices(Service, [Service], (any Error)?)
+        case characteristics(Service, [Characteristic], (any Error)?)
+        case descriptors(Characteristic, [Descriptor], (any Error)?)
+        case value(Characteristic, Data?, (any Error)?)
+        case descriptorValue(Descriptor, Data?, (any Error)?)
+        case wrote(Characteristic, (any Error)?)
+        case wroteDescriptor(Descriptor, (any Error)?)
+        case notifyState(Characteristic, Bool, (any Error)?)
     }
 
     /// A change of a peripheral's connection.
@@ -187,6 +202,8 @@ public final class CentralManager: @unchecked Sendable {
                 for stream in streams { stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi)) }
             case .link(let peripheral, let change):
                 deliver(change, for: peripheral)
+            case .gatt(let peripheral, let change):
+                deliver(change, for: peripheral)
             }
         }
     }
@@ -203,7 +220,47 @@ public final class CentralManager: @unchecked Sendable {
             delegate?.centralManager(self, didFailToConnect: peripheral, error: error)
         case .disconnected(let error):
             peripheral.update(state: .disconnected)
+            peripheral.update(services: nil)
             delegate?.centralManager(self, didDisconnectPeripheral: peripheral, error: error)
+        }
+    }
+
+    private func deliver(_ change: GattEvent, for peripheral: Peripheral) {
+        let delegate = peripheral.delegate
+        switch change {
+        case .services(let services, let error):
+            if error == nil {
+                var known = peripheral.services ?? []
+                for service in services where !known.contains(service) { known.append(service) }
+                peripheral.update(services: known)
+            }
+            delegate?.peripheral(peripheral, didDiscoverServices: error)
+        case .includedServices(let service, let included, let error):
+            if error == nil { service.setIncludedServices(included) }
+            delegate?.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)
+        case .characteristics(let service, let found, let error):
+            if error == nil {
+                var known = service.characteristics ?? []
+                for characteristic in found where !known.contains(characteristic) { known.append(characteristic) }
+                service.setCharacteristics(known)
+            }
+            delegate?.peripheral(peripheral, didDiscoverCharacteristicsFor: service, error: error)
+        case .descriptors(let characteristic, let found, let error):
+            if error == nil { characteristic.setDescriptors(found) }
+            delegate?.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
+        case .value(let characteristic, let data, let error):
+            if let data { characteristic.update(value: data) }
+            delegate?.peripheral(peripheral, didUpdateValueFor: characteristic, error: error)
+        case .descriptorValue(let descriptor, let data, let error):
+            if let data { descriptor.update(value: data) }
+            delegate?.peripheral(peripheral, didUpdateValueFor: descriptor, error: error)
+        case .wrote(let characteristic, let error):
+            delegate?.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
+        case .wroteDescriptor(let descriptor, let error):
+            delegate?.peripheral(peripheral, didWriteValueFor: descriptor, error: error)
+        case .notifyState(let characteristic, let notifying, let error):
+            characteristic.update(notifying: notifying)
+            delegate?.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
         }
     }
 

@@ -17,18 +17,32 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     public let identifier: UUID
 
     let deviceID: DeviceHandle
+    weak var engine: CentralEngine?
     private let mutable: Mutex<State>
+    private let delegateReference = WeakDelegate(nil)
 
     struct State {
         var name: String?
         var state: PeripheralState = .disconnected
+        var services: [Service]?
     }
 
-    init(identifier: UUID, deviceID: DeviceHandle, name: String?) {
+    init(identifier: UUID, deviceID: DeviceHandle, name: String?, engine: CentralEngine) {
         self.identifier = identifier
         self.deviceID = deviceID
+        self.engine = engine
         self.mutable = Mutex(State(name: name))
     }
+
+    /// The object that receives this peripheral's events (on the central manager's queue), held weakly.
+    public var delegate: (any PeripheralDelegate)? {
+        get { delegateReference.value as? any PeripheralDelegate }
+        set { delegateReference.value = newValue }
+    }
+
+    /// The services discovered so far (nil before ``discoverServices(_:)``; cleared on disconnect).
+    public var services: [Service]? { mutable.withLock { $0.services } }
+    func update(services: [Service]?) { mutable.withLock { $0.services = services } }
 
     /// The device's name (BlueZ's `Name`, from the advertisement or the GAP service), if known.
     public var name: String? { mutable.withLock { $0.name } }

@@ -1,0 +1,112 @@
+package import DBus
+
+/// The remote GATT database of a connected device, and the calls on it.
+///
+/// BlueZ resolves the whole database once per connection (`ServicesResolved`)
+/// and exports it as `GattService1` / `GattCharacteristic1` /
+/// `GattDescriptor1` objects under the device; this reads them from the cache.
+extension BlueZCentralClient {
+    /// An opaque handle on one remote service, characteristic or descriptor.
+    package struct AttributeID: Hashable, Sendable {
+        let path: ObjectPath
+    }
+
+    package struct ServiceInfo: Sendable, Hashable {
+        package let id: AttributeID
+        package let uuid: String
+        package let isPrimary: Bool
+        package let includes: [AttributeID]
+    }
+
+    package struct CharacteristicInfo: Sendable, Hashable {
+        package let id: AttributeID
+        package let service: AttributeID
+        package let uuid: String
+        package let flags: [String]
+        package let value: [UInt8]?
+        package let isNotifying: Bool
+        /// The ATT MTU BlueZ negotiated, when it says (BlueZ 5.62+).
+        package let mtu: UInt16?
+    }
+
+    package struct DescriptorInfo: Sendable, Hashable {
+        package let id: AttributeID
+        package let characteristic: AttributeID
+        package let uuid: String
+        package let value: [UInt8]?
+    }
+
+    /// The device's resolved GATT database, in handle order (on the queue).
+    package func gattDatabase(of device: DeviceID) -> (
+        services: [ServiceInfo], characteristics: [CharacteristicInfo], descriptors: [DescriptorInfo]
+    ) {
+        var services: [ServiceInfo] = []
+        var characteristics: [CharacteristicInfo] = []
+        var descriptors: [DescriptorInfo] = []
+        for path in cache.objects.keys.sorted() where path != device.path && path.isDescendant(of: device.path) {
+            let interfaces = cache.objects[path] ?? [:]
+            if let p = interfaces[BlueZNames.gattService.rawValue], let uuid = p["UUID"]?.stringValue {
+                services.append(
+                    ServiceInfo(
+                        id: AttributeID(path: path), uuid: uuid, isPrimary: p["Primary"]?.boolValue ?? true,
+                        includes: (p["Includes"]?.arrayValue ?? []).compactMap { $0.objectPathValue }.map(AttributeID.init)))
+            }
+            if let p = interfaces[BlueZNames.gattCharacteristic.rawValue], let uuid = p["UUID"]?.stringValue,
+                let service = p["Service"]?.objectPathValue
+            {
+                characteristics.append(
+                    CharacteristicInfo(
+                        id: AttributeID(path: path), service: AttributeID(path: service), uuid: uuid,
+                        flags: p["Flags"]?.stringArrayValue ?? [], value: p["Value"]?.bytesValue,
+                        isNotifying: p["Notifying"]?.boolValue ?? false, mtu: p["MTU"]?.uint16Value))
+            }
+            if let p = interfaces[BlueZNames.gattDescriptor.rawValue], let uuid = p["UUID"]?.stringValue,
+                let characteristic = p["Characteristic"]?.objectPathValue
+            {
+                descriptors.append(
+                    DescriptorInfo(
+                        id: AttributeID(path: path), characteristic: AttributeID(path: characteristic), uuid: uuid,
+                        value: p["Value"]?.bytesValue))
+            }
+        }
+        return (services, characteristics, descriptors)
+    }
+
+    /// The device an attribute belongs to, from an event's object path (on the queue).
+    package func attribute(at event: BlueZObjectCache.Event) -> (AttributeID, [UInt8])? {
+        guard case .valueChanged(let path, _, let bytes) = event else { return nil }
+        return (AttributeID(path: path), bytes)
+    }
+
+    /// `ReadValue({offset})` on a characteristic or descriptor.
+    package func readValue(_ id: AttributeID, descriptor: Bool, offset: UInt16 = 0) async throws(DBusError) -> [UInt8] {
+        let options: [String: DBusValue] = offset == 0 ? [:] : ["offset": .uint16(offset)]
+        let reply = try await connection.call(
+            destination: BlueZNames.service, path: id.path,
+            interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic, member: "ReadValue",
+            arguments: [.stringVariantDictionary(options)])
+        guard let bytes = reply.first?.bytesValue else {
+            throw DBusError(.invalidArgs, "ReadValue answered '\(reply.map(\.signature.rawValue).joined())', not 'ay'")
+        }
+        return bytes
+    }
+
+    /// `WriteValue(value, {type: request|command})` on a characteristic or descriptor.
+    package func writeValue(_ id: AttributeID, descriptor: Bool, value: [UInt8], withResponse: Bool)
+        async throws(DBusError)
+    {
+        var options: [String: DBusValue] = [:]
+        if !descriptor { options["type"] = .string(withResponse ? "request" : "command") }
+        _ = try await connection.call(
+            destination: BlueZNames.service, path: id.path,
+            interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic, member: "WriteValue",
+            arguments: [.bytes(value), .stringVariantDictionary(options)])
+    }
+
+    /// `StartNotify` / `StopNotify`; values then arrive as `PropertiesChanged` on `Value`.
+    package func setNotify(_ id: AttributeID, enabled: Bool) async throws(DBusError) {
+        _ = try await connection.call(
+            destination: BlueZNames.service, path: id.path, interface: BlueZNames.gattCharacteristic,
+            member: enabled ? "StartNotify" : "StopNotify")
+    }
+}

@@ -1,0 +1,221 @@
+import BlueZ
+import DBus
+import Foundation
+
+/// The GATT client: discovery filters BlueZ's resolved database, reads,
+/// writes and notifications call the attribute objects, values notified as
+/// `PropertiesChanged` on `Value` reach characteristics we subscribed to.
+extension CentralEngine {
+    typealias AttributeID = BlueZCentralClient.AttributeID
+
+    /// The attribute objects handed out for one connection. Queue-confined.
+    struct GattModel {
+        var services: [AttributeID: Service] = [:]
+        var characteristics: [AttributeID: Characteristic] = [:]
+        var descriptors: [AttributeID: Descriptor] = [:]
+        var notifying: Set<AttributeID> = []
+        var mtu: Int?
+    }
+
+    // MARK: Discovery (on the queue)
+
+    func discoverServices(_ peripheral: Peripheral, filter: [BluetoothUUID]?) {
+        let id = peripheral.deviceID
+        guard isConnected(peripheral, else: { .services([], $0) }) else { return }
+        DBusLog.debug("discoverServices: resolved \(client.device(id)?.servicesResolved as Any)")
+        if client.device(id)?.servicesResolved == true {
+            finishServiceDiscovery(peripheral, filter: filter)
+        } else {
+            pendingServiceDiscoveries[id, default: []].append(filter)
+        }
+    }
+
+    /// `ServicesResolved` became true: answer the discoveries waiting for it.
+    func servicesResolved(_ id: DeviceHandle) {
+        guard let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id] else {
+            return
+        }
+        for filter in waiting { finishServiceDiscovery(peripheral, filter: filter) }
+    }
+
+    private func finishServiceDiscovery(_ peripheral: Peripheral, filter: [BluetoothUUID]?) {
+        let id = peripheral.deviceID
+        let database = client.gattDatabase(of: id)
+        var model = gatt[id] ?? GattModel()
+        var all: [Service] = []
+        for info in database.services {
+            guard let uuid = BluetoothUUID(string: info.uuid) else { continue }
+            let service = model.services[info.id] ?? Service(uuid: uuid, isPrimary: info.isPrimary, peripheral: peripheral, id: info.id)
+            model.services[info.id] = service
+            all.append(service)
+        }
+        model.mtu = database.characteristics.compactMap(\.mtu).max().map(Int.init) ?? model.mtu
+        gatt[id] = model
+        let wanted = filter.map(Set.init)
+        let services = all.filter { $0.isPrimary && (wanted?.contains($0.uuid) ?? true) }
+        manager?.post(.gatt(peripheral, .services(services, nil)))
+    }
+
+    func discoverIncludedServices(_ peripheral: Peripheral, service: Service, filter: [BluetoothUUID]?) {
+        let id = peripheral.deviceID
+        guard isConnected(peripheral, else: { .includedServices(service, [], $0) }), let model = gatt[id] else { return }
+        let info = client.gattDatabase(of: id).services.first { $0.id == service.id }
+        let wanted = filter.map(Set.init)
+        let included = (info?.includes ?? []).compactMap { model.services[$0] }.filter { wanted?.contains($0.uuid) ?? true }
+        manager?.post(.gatt(peripheral, .includedServices(service, included, nil)))
+    }
+
+    func discoverCharacteristics(_ peripheral: Peripheral, service: Service, filter: [BluetoothUUID]?) {
+        let id = peripheral.deviceID
+        guard isConnected(peripheral, else: { .characteristics(service, [], $0) }), var model = gatt[id] else { return }
+        let wanted = filter.map(Set.init)
+        var found: [Characteristic] = []
+        for info in client.gattDatabase(of: id).characteristics where info.service == service.id {
+            guard let uuid = BluetoothUUID(string: info.uuid), wanted?.contains(uuid) ?? true else { continue }
+            let characteristic =
+                model.characteristics[info.id]
+                ?? Characteristic(
+                    uuid: uuid, properties: BlueZGattFlags.properties(fromBlueZFlags: info.flags), service: service,
+                    id: info.id)
+            model.characteristics[info.id] = characteristic
+            found.append(characteristic)
+        }
+        gatt[id] = model
+        manager?.post(.gatt(peripheral, .characteristics(service, found, nil)))
+    }
+
+    func discoverDescriptors(_ peripheral: Peripheral, characteristic: Characteristic) {
+        let id = peripheral.deviceID
+        guard isConnected(peripheral, else: { .descriptors(characteristic, [], $0) }), var model = gatt[id] else {
+            return
+        }
+        var found: [Descriptor] = []
+        for info in client.gattDatabase(of: id).descriptors where info.characteristic == characteristic.id {
+            guard let uuid = BluetoothUUID(string: info.uuid) else { continue }
+            let descriptor = model.descriptors[info.id] ?? Descriptor(uuid: uuid, characteristic: characteristic, id: info.id)
+            model.descriptors[info.id] = descriptor
+            found.append(descriptor)
+        }
+        gatt[id] = model
+        manager?.post(.gatt(peripheral, .descriptors(characteristic, found, nil)))
+    }
+
+    // MARK: Values (on the queue)
+
+    func read(_ peripheral: Peripheral, characteristic: Characteristic) {
+        guard isConnected(peripheral, else: { .value(characteristic, nil, $0) }) else { return }
+        Task {
+            do throws(DBusError) {
+                let bytes = try await client.readValue(characteristic.id, descriptor: false)
+                manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
+            } catch {
+                manager?.post(.gatt(peripheral, .value(characteristic, nil, Self.gattError(error))))
+            }
+        }
+    }
+
+    func read(_ peripheral: Peripheral, descriptor: Descriptor) {
+        guard isConnected(peripheral, else: { .descriptorValue(descriptor, nil, $0) }) else { return }
+        Task {
+            do throws(DBusError) {
+                let bytes = try await client.readValue(descriptor.id, descriptor: true)
+                manager?.post(.gatt(peripheral, .descriptorValue(descriptor, Data(bytes), nil)))
+            } catch {
+                manager?.post(.gatt(peripheral, .descriptorValue(descriptor, nil, Self.gattError(error))))
+            }
+        }
+    }
+
+    func write(_ peripheral: Peripheral, data: Data, characteristic: Characteristic, withResponse: Bool) {
+        guard isConnected(peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }) else { return }
+        Task {
+            var failure: (any Error)? = nil
+            do throws(DBusError) {
+                try await client.writeValue(characteristic.id, descriptor: false, value: Array(data), withResponse: withResponse)
+            } catch { failure = Self.gattError(error) }
+            if withResponse { manager?.post(.gatt(peripheral, .wrote(characteristic, failure))) }
+        }
+    }
+
+    func write(_ peripheral: Peripheral, data: Data, descriptor: Descriptor) {
+        guard isConnected(peripheral, else: { .wroteDescriptor(descriptor, $0) }) else { return }
+        Task {
+            var failure: (any Error)? = nil
+            do throws(DBusError) {
+                try await client.writeValue(descriptor.id, descriptor: true, value: Array(data), withResponse: true)
+            } catch { failure = Self.gattError(error) }
+            manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, failure)))
+        }
+    }
+
+    func setNotify(_ peripheral: Peripheral, enabled: Bool, characteristic: Characteristic) {
+        let id = peripheral.deviceID
+        guard isConnected(peripheral, else: { .notifyState(characteristic, characteristic.isNotifying, $0) }) else {
+            return
+        }
+        if enabled { gatt[id]?.notifying.insert(characteristic.id) }
+        Task {
+            do throws(DBusError) {
+                try await client.setNotify(characteristic.id, enabled: enabled)
+                connection.queue.async { [self] in
+                    if !enabled { gatt[id]?.notifying.remove(characteristic.id) }
+                    manager?.post(.gatt(peripheral, .notifyState(characteristic, enabled, nil)))
+                }
+            } catch {
+                connection.queue.async { [self] in
+                    if enabled { gatt[id]?.notifying.remove(characteristic.id) }
+                    manager?.post(.gatt(peripheral, .notifyState(characteristic, !enabled, Self.gattError(error))))
+                }
+            }
+        }
+    }
+
+    /// A `Value` change from bluetoothd: a notification when we subscribed.
+    func valueChanged(_ event: BlueZObjectCache.Event) {
+        guard let (attribute, bytes) = client.attribute(at: event) else { return }
+        for (id, model) in gatt where model.notifying.contains(attribute) {
+            guard let characteristic = model.characteristics[attribute], let peripheral = peripherals[id] else { continue }
+            manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
+        }
+    }
+
+    /// Forgets the attribute objects of a link that ended; waiting discoveries fail.
+    func resetGatt(_ id: DeviceHandle) {
+        gatt[id] = nil
+        guard let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id] else {
+            return
+        }
+        let error = BluetoothError(.peripheralDisconnected, message: "the link ended during service discovery")
+        for _ in waiting { manager?.post(.gatt(peripheral, .services([], error))) }
+    }
+
+    /// The negotiated ATT MTU of a peripheral, if BlueZ reported one.
+    func mtu(of peripheral: Peripheral) -> Int? {
+        connection.queue.sync { gatt[peripheral.deviceID]?.mtu }
+    }
+
+    // MARK: Helpers
+
+    /// True when the peripheral is connected; otherwise posts `event(notConnected)` (if any) and returns false.
+    private func isConnected(
+        _ peripheral: Peripheral, else event: (BluetoothError) -> CentralManager.GattEvent?
+    ) -> Bool {
+        if links[peripheral.deviceID]?.phase == .connected { return true }
+        if let failure = event(BluetoothError(.notConnected, message: "the peripheral is not connected")) {
+            manager?.post(.gatt(peripheral, failure))
+        }
+        return false
+    }
+
+    /// An ATT error where BlueZ reported one, else a Bluetooth error keeping the D-Bus error.
+    static func gattError(_ error: DBusError) -> any Error {
+        if let att = ATTError(bluezErrorName: error.name, message: error.message, underlying: error) { return att }
+        if error.name == "org.bluez.Error.NotConnected" || error.code == .unknownObject {
+            return BluetoothError(.notConnected, message: error.description, underlying: error)
+        }
+        if error.code == .timeout || error.code == .noReply {
+            return BluetoothError(.connectionTimeout, message: error.description, underlying: error)
+        }
+        return BluetoothError(.unknown, message: error.description, underlying: error)
+    }
+}

@@ -1,0 +1,71 @@
+public import Foundation
+
+/// GATT operations. Each reports through the ``PeripheralDelegate`` on the
+/// central manager's queue; on a peripheral that is not connected it fails
+/// at once with ``BluetoothError`` `notConnected`.
+extension Peripheral {
+    /// Discovers the peripheral's services, all of them or those in `serviceUUIDs`.
+    ///
+    /// BlueZ resolves the whole database once per connection; this waits for
+    /// `Device1.ServicesResolved` and filters the `GattService1` objects by UUID.
+    public func discoverServices(_ serviceUUIDs: [BluetoothUUID]?) {
+        perform { $0.discoverServices(self, filter: serviceUUIDs) }
+    }
+
+    /// Discovers the services included by `service`.
+    public func discoverIncludedServices(_ includedServiceUUIDs: [BluetoothUUID]?, for service: Service) {
+        perform { $0.discoverIncludedServices(self, service: service, filter: includedServiceUUIDs) }
+    }
+
+    /// Discovers the characteristics of `service`, all of them or those in `characteristicUUIDs`.
+    public func discoverCharacteristics(_ characteristicUUIDs: [BluetoothUUID]?, for service: Service) {
+        perform { $0.discoverCharacteristics(self, service: service, filter: characteristicUUIDs) }
+    }
+
+    /// Discovers the descriptors of `characteristic`.
+    public func discoverDescriptors(for characteristic: Characteristic) {
+        perform { $0.discoverDescriptors(self, characteristic: characteristic) }
+    }
+
+    /// Reads a characteristic's value (`GattCharacteristic1.ReadValue`); BlueZ handles long values.
+    public func readValue(for characteristic: Characteristic) {
+        perform { $0.read(self, characteristic: characteristic) }
+    }
+
+    /// Reads a descriptor's value (`GattDescriptor1.ReadValue`).
+    public func readValue(for descriptor: Descriptor) {
+        perform { $0.read(self, descriptor: descriptor) }
+    }
+
+    /// Writes a characteristic's value (`WriteValue` with type `request` or `command`).
+    ///
+    /// With `.withResponse` the delegate's `didWriteValueFor` follows the
+    /// peripheral's answer; `.withoutResponse` reports nothing.
+    public func writeValue(_ data: Data, for characteristic: Characteristic, type: CharacteristicWriteType) {
+        perform { $0.write(self, data: data, characteristic: characteristic, withResponse: type == .withResponse) }
+    }
+
+    /// Writes a descriptor's value (`GattDescriptor1.WriteValue`).
+    public func writeValue(_ data: Data, for descriptor: Descriptor) {
+        perform { $0.write(self, data: data, descriptor: descriptor) }
+    }
+
+    /// Turns notifications (or indications) on or off (`StartNotify` / `StopNotify`).
+    ///
+    /// Values then arrive through `peripheral(_:didUpdateValueFor:error:)`.
+    public func setNotifyValue(_ enabled: Bool, for characteristic: Characteristic) {
+        perform { $0.setNotify(self, enabled: enabled, characteristic: characteristic) }
+    }
+
+    /// The largest value one write of `type` can carry: the negotiated ATT MTU
+    /// minus 3 (23 − 3 = 20 before BlueZ reports an MTU); 512 for long writes with response.
+    public func maximumWriteValueLength(for type: CharacteristicWriteType) -> Int {
+        let mtu = engine?.mtu(of: self) ?? 23
+        return type == .withResponse ? 512 : max(20, mtu - 3)
+    }
+
+    private func perform(_ body: @escaping @Sendable (CentralEngine) -> Void) {
+        guard let engine else { return }
+        engine.connection.queue.async { body(engine) }
+    }
+}

@@ -1,0 +1,60 @@
+/// The methods a peripheral calls to report discoveries, values and notification state.
+///
+/// Every method is called on the central manager's `queue`, in order, and has
+/// an empty default implementation. Errors are ``ATTError`` for failures the
+/// remote device reported and ``BluetoothError`` for the rest.
+public protocol PeripheralDelegate: AnyObject {
+    /// ``Peripheral/discoverServices(_:)`` finished; read ``Peripheral/services``.
+    func peripheral(_ peripheral: Peripheral, didDiscoverServices error: (any Error)?)
+    /// ``Peripheral/discoverIncludedServices(_:for:)`` finished.
+    func peripheral(_ peripheral: Peripheral, didDiscoverIncludedServicesFor service: Service, error: (any Error)?)
+    /// ``Peripheral/discoverCharacteristics(_:for:)`` finished; read ``Service/characteristics``.
+    func peripheral(_ peripheral: Peripheral, didDiscoverCharacteristicsFor service: Service, error: (any Error)?)
+    /// ``Peripheral/discoverDescriptors(for:)`` finished; read ``Characteristic/descriptors``.
+    func peripheral(
+        _ peripheral: Peripheral, didDiscoverDescriptorsFor characteristic: Characteristic, error: (any Error)?)
+    /// A read finished or a notification arrived; read ``Characteristic/value``.
+    func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?)
+    /// A descriptor read finished; read ``Descriptor/value``.
+    func peripheral(_ peripheral: Peripheral, didUpdateValueFor descriptor: Descriptor, error: (any Error)?)
+    /// A write with response finished.
+    func peripheral(_ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?)
+    /// A descriptor write finished.
+    func peripheral(_ peripheral: Peripheral, didWriteValueFor descriptor: Descriptor, error: (any Error)?)
+    /// ``Peripheral/setNotifyValue(_:for:)`` finished; read ``Characteristic/isNotifying``.
+    func peripheral(
+        _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?)
+}
+
+extension PeripheralDelegate {
+    /// Does nothing.
+    public func peripheral(_ peripheral: Peripheral, didDiscoverServices error: (any Error)?) {}
+    /// Does nothing.
+    public func peripheral(
+        _ peripheral: Peripheral, didDiscoverIncludedServicesFor service: Service, error: (any Error)?
+    ) {}
+    /// Does nothing.
+    public func peripheral(
+        _ peripheral: Peripheral, didDiscoverCharacteristicsFor service: Service, error: (any Error)?
+    ) {}
+    /// Does nothing.
+    public func peripheral(
+        _ peripheral: Peripheral, didDiscoverDescriptorsFor characteristic: Characteristic, error: (any Error)?
+    ) {}
+    /// Does nothing.
+    public func peripheral(
+        _ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?
+    ) {}
+    /// Does nothing.
+    public func peripheral(_ peripheral: Peripheral, didUpdateValueFor descriptor: Descriptor, error: (any Error)?) {}
+    /// Does nothing.
+    public func peripheral(
+        _ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?
+    ) {}
+    /// Does nothing.
+    public func peripheral(_ peripheral: Peripheral, didWriteValueFor descriptor: Descriptor, error: (any Error)?) {}
+    /// Does nothing.
+    public func peripheral(
+        _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
+    ) {}
+}

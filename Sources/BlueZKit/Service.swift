@@ -1,0 +1,103 @@
+public import Foundation
+import BlueZ
+import Synchronization
+
+/// A service of a remote peripheral, found by ``Peripheral/discoverServices(_:)``.
+///
+/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
+public final class Service: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// The service's UUID.
+    public let uuid: BluetoothUUID
+    /// Whether it is a primary service (false for secondary services).
+    public let isPrimary: Bool
+    /// The peripheral the service belongs to.
+    public private(set) weak var peripheral: Peripheral?
+    let id: BlueZCentralClient.AttributeID
+    private let discovered = Mutex<([Characteristic]?, [Service]?)>((nil, nil))
+
+    init(uuid: BluetoothUUID, isPrimary: Bool, peripheral: Peripheral, id: BlueZCentralClient.AttributeID) {
+        self.uuid = uuid
+        self.isPrimary = isPrimary
+        self.peripheral = peripheral
+        self.id = id
+    }
+
+    /// The characteristics discovered so far (nil before ``Peripheral/discoverCharacteristics(_:for:)``).
+    public var characteristics: [Characteristic]? { discovered.withLock { $0.0 } }
+    /// The included services discovered so far (nil before ``Peripheral/discoverIncludedServices(_:for:)``).
+    public var includedServices: [Service]? { discovered.withLock { $0.1 } }
+
+    func setCharacteristics(_ list: [Characteristic]) { discovered.withLock { $0.0 = list } }
+    func setIncludedServices(_ list: [Service]) { discovered.withLock { $0.1 = list } }
+
+    public static func == (a: Service, b: Service) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The UUID and kind.
+    public var description: String { "Service(\(uuid)\(isPrimary ? "" : ", secondary"))" }
+}
+
+/// A characteristic of a remote service.
+///
+/// `value` and `isNotifying` are updated on the manager's queue right before
+/// the delegate call that reports them. The invariant behind
+/// `@unchecked Sendable`: mutable state sits behind a `Mutex`.
+public final class Characteristic: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// The characteristic's UUID.
+    public let uuid: BluetoothUUID
+    /// What the characteristic allows (from BlueZ's `Flags`).
+    public let properties: CharacteristicProperties
+    /// The service it belongs to.
+    public private(set) weak var service: Service?
+    let id: BlueZCentralClient.AttributeID
+    private let mutable = Mutex<(value: Data?, notifying: Bool, descriptors: [Descriptor]?)>((nil, false, nil))
+
+    init(uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service, id: BlueZCentralClient.AttributeID) {
+        self.uuid = uuid
+        self.properties = properties
+        self.service = service
+        self.id = id
+    }
+
+    /// The last value read or notified.
+    public var value: Data? { mutable.withLock { $0.value } }
+    /// Whether notifications or indications are on (``Peripheral/setNotifyValue(_:for:)``).
+    public var isNotifying: Bool { mutable.withLock { $0.notifying } }
+    /// The descriptors discovered so far (nil before ``Peripheral/discoverDescriptors(for:)``).
+    public var descriptors: [Descriptor]? { mutable.withLock { $0.descriptors } }
+
+    func update(value: Data?) { mutable.withLock { $0.value = value } }
+    func update(notifying: Bool) { mutable.withLock { $0.notifying = notifying } }
+    func setDescriptors(_ list: [Descriptor]) { mutable.withLock { $0.descriptors = list } }
+
+    public static func == (a: Characteristic, b: Characteristic) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The UUID and properties.
+    public var description: String { "Characteristic(\(uuid), \(properties))" }
+}
+
+/// A descriptor of a remote characteristic.
+///
+/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
+public final class Descriptor: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// The descriptor's UUID.
+    public let uuid: BluetoothUUID
+    /// The characteristic it belongs to.
+    public private(set) weak var characteristic: Characteristic?
+    let id: BlueZCentralClient.AttributeID
+    private let mutable = Mutex<Data?>(nil)
+
+    init(uuid: BluetoothUUID, characteristic: Characteristic, id: BlueZCentralClient.AttributeID) {
+        self.uuid = uuid
+        self.characteristic = characteristic
+        self.id = id
+    }
+
+    /// The last value read (raw bytes; Core Bluetooth decodes some descriptor types, this does not).
+    public var value: Data? { mutable.withLock { $0 } }
+    func update(value: Data?) { mutable.withLock { $0 = value } }
+
+    public static func == (a: Descriptor, b: Descriptor) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The UUID.
+    public var description: String { "Descriptor(\(uuid))" }
+}

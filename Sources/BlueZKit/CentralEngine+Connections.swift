@@ -163,13 +163,13 @@ extension CentralEngine {
         let wanted = missing && scan == nil
         guard wanted != backgroundDiscovery else { return }
         backgroundDiscovery = wanted
-        Task {
+        inDiscoveryOrder {
             do throws(DBusError) {
                 if wanted {
-                    try await client.setDiscoveryFilter(uuids: [], duplicateData: false, rssi: nil, pattern: nil)
-                    try await client.startDiscovery()
-                } else if await !isScanning {
-                    try await client.stopDiscovery()
+                    try await self.client.setDiscoveryFilter(uuids: [], duplicateData: false, rssi: nil, pattern: nil)
+                    try await self.client.startDiscovery()
+                } else if await !self.isScanning {
+                    try await self.client.stopDiscovery()
                 }
             } catch {
                 DBusLog.debug("background discovery: \(error)")

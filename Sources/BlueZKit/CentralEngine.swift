@@ -1,6 +1,7 @@
 import BlueZ
 import DBus
 import Foundation
+import Synchronization
 
 /// The bus side of a central manager: turns BlueZ's events into Core
 /// Bluetooth events and posts them to the manager. Never calls user code.
@@ -21,6 +22,7 @@ final class CentralEngine: @unchecked Sendable {
     var gatt: [DeviceHandle: GattModel] = [:]
     var pendingServiceDiscoveries: [DeviceHandle: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
+    let discoveryChain = Mutex<Task<Void, Never>?>(nil)
 
     /// What a running scan reports and has reported.
     struct ScanState {
@@ -40,6 +42,18 @@ final class CentralEngine: @unchecked Sendable {
 
     func start() async throws(DBusError) { try await client.start() }
 
+    /// Runs discovery commands one after another, in the order they were asked
+    /// for: a stop must never overtake the start it follows.
+    func inDiscoveryOrder(_ operation: @escaping @Sendable () async -> Void) {
+        discoveryChain.withLock { last in
+            let previous = last
+            last = Task {
+                await previous?.value
+                await operation()
+            }
+        }
+    }
+
     func close() {
         client.stop()
         connection.close()
@@ -52,12 +66,12 @@ final class CentralEngine: @unchecked Sendable {
         connection.queue.async {
             self.scan = ScanState(services: services.flatMap { $0.isEmpty ? nil : Set($0) }, options: options)
         }
-        Task {
+        inDiscoveryOrder {
             do throws(DBusError) {
-                try await client.setDiscoveryFilter(
+                try await self.client.setDiscoveryFilter(
                     uuids: uuids, duplicateData: options.allowDuplicates,
                     rssi: options.rssiThreshold.map { Int16(clamping: $0) }, pattern: options.pattern)
-                try await client.startDiscovery()
+                try await self.client.startDiscovery()
             } catch where error.name == "org.bluez.Error.InProgress" {
                 // Already discovering for us: the new filter applies.
             } catch {
@@ -68,10 +82,10 @@ final class CentralEngine: @unchecked Sendable {
 
     func stopScan() {
         connection.queue.async { self.scan = nil }
-        Task {
+        inDiscoveryOrder {
             // Pending connections may still need discovery: hand over to the background one.
             let handedOver: Bool = await withCheckedContinuation { c in
-                connection.queue.async {
+                self.connection.queue.async {
                     self.backgroundDiscovery = false
                     self.updateBackgroundDiscovery()
                     c.resume(returning: self.backgroundDiscovery)
@@ -79,7 +93,7 @@ final class CentralEngine: @unchecked Sendable {
             }
             if handedOver { return }
             do throws(DBusError) {
-                try await client.stopDiscovery()
+                try await self.client.stopDiscovery()
             } catch {
                 DBusLog.debug("StopDiscovery: \(error)")
             }

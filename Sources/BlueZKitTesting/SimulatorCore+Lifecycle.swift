@@ -79,7 +79,9 @@ extension SimulatorCore {
         }
         if let old {
             if flushing {
-                _ = try? await old.call(destination: .bus, path: Self.busPath, interface: .bus, member: "GetId")
+                // A round trip delivers what was sent before it; releasing the name (rather than
+                // letting the bus notice the close) makes sure a new connection can take it at once.
+                _ = try? await old.releaseName("org.bluez")
             }
             old.close()
         }

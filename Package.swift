@@ -40,6 +40,11 @@ let package = Package(
             dependencies: ["BlueZKit", "BlueZKitTesting"],
             swiftSettings: strictSettings
         ),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["BlueZKit"],
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "BlueZKitTesting",
             dependencies: ["DBus"],

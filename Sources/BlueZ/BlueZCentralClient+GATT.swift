@@ -78,6 +78,15 @@ extension BlueZCentralClient {
         return (AttributeID(path: path), bytes)
     }
 
+    /// A round trip to bluetoothd about `device`: everything bluetoothd queued
+    /// before it answers (its `InterfacesAdded` for GATT objects may follow
+    /// `ServicesResolved=true`) has been applied to the cache once this returns.
+    package func synchronize(with device: DeviceID) async {
+        _ = try? await connection.call(
+            destination: BlueZNames.service, path: device.path, interface: .properties, member: "Get",
+            arguments: [.string(BlueZNames.device.rawValue), .string("ServicesResolved")])
+    }
+
     /// `ReadValue({offset})` on a characteristic or descriptor.
     package func readValue(_ id: AttributeID, descriptor: Bool, offset: UInt16 = 0) async throws(DBusError) -> [UInt8] {
         let options: [String: DBusValue] = offset == 0 ? [:] : ["offset": .uint16(offset)]

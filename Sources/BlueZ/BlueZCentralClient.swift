@@ -104,9 +104,11 @@ package final class BlueZCentralClient: @unchecked Sendable {
     private func callAdapter(_ member: MemberName, _ arguments: [DBusValue] = []) async throws(DBusError) {
         let path: ObjectPath? = connection.queue.sync { adapterPath }
         guard let path else { throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter") }
+        // bluetoothd answers these at once; a short limit keeps one lost reply
+        // from holding up the discovery commands queued behind it.
         _ = try await connection.call(
             destination: BlueZNames.service, path: path, interface: BlueZNames.adapter, member: member,
-            arguments: arguments)
+            arguments: arguments, timeout: .seconds(5))
     }
 
     // MARK: Devices

@@ -23,6 +23,8 @@ extension CentralEngine {
         var attemptTask: Task<Void, Never>?
         var retry: (any DispatchSourceTimer)?
         var backoff: Duration = CentralEngine.firstRetryDelay
+        /// The device advertised while an attempt was under way: retry at once if it fails.
+        var advertisedDuringAttempt = false
         var attempts = 0
     }
 
@@ -81,6 +83,7 @@ extension CentralEngine {
         link.retry = nil
         link.attemptInFlight = true
         link.attempts += 1
+        link.advertisedDuringAttempt = false
         link.attemptTask = Task {
             let result: DBusError?
             do throws(DBusError) {
@@ -116,8 +119,15 @@ extension CentralEngine {
                 updateBackgroundDiscovery()
                 return
             }
-            scheduleRetry(&link, id)
-            links[id] = link
+            if link.advertisedDuringAttempt {
+                link.advertisedDuringAttempt = false
+                link.backoff = Self.firstRetryDelay
+                links[id] = link
+                attempt(id)
+            } else {
+                scheduleRetry(&link, id)
+                links[id] = link
+            }
             updateBackgroundDiscovery()
             return
         }
@@ -142,7 +152,14 @@ extension CentralEngine {
 
     /// The device advertised: a pending request tries again now.
     func sawAdvertisement(_ id: DeviceHandle) {
-        guard let link = links[id], link.phase == .pending, !link.attemptInFlight else { return }
+        guard var link = links[id], link.phase == .pending else { return }
+        if link.attemptInFlight {
+            link.advertisedDuringAttempt = true
+            links[id] = link
+            return
+        }
+        link.backoff = Self.firstRetryDelay
+        links[id] = link
         attempt(id)
     }
 
@@ -165,14 +182,17 @@ extension CentralEngine {
         backgroundDiscovery = wanted
         inDiscoveryOrder {
             do throws(DBusError) {
+                DBusLog.debug("background discovery: \(wanted ? "start" : "stop")")
                 if wanted {
                     try await self.client.setDiscoveryFilter(uuids: [], duplicateData: false, rssi: nil, pattern: nil)
                     try await self.client.startDiscovery()
                 } else if await !self.isScanning {
                     try await self.client.stopDiscovery()
                 }
+            } catch where error.code == .disconnected {
+                // The manager was released and its connection closed.
             } catch {
-                DBusLog.debug("background discovery: \(error)")
+                DBusLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
             }
         }
     }

@@ -22,20 +22,24 @@ extension CentralEngine {
     func discoverServices(_ peripheral: Peripheral, filter: [BluetoothUUID]?) {
         let id = peripheral.deviceID
         guard isConnected(peripheral, else: { .services([], $0) }) else { return }
-        DBusLog.debug("discoverServices: resolved \(client.device(id)?.servicesResolved as Any)")
-        if client.device(id)?.servicesResolved == true {
-            finishServiceDiscovery(peripheral, filter: filter)
-        } else {
-            pendingServiceDiscoveries[id, default: []].append(filter)
-        }
+        pendingServiceDiscoveries[id, default: []].append(filter)
+        if client.device(id)?.servicesResolved == true { servicesResolved(id) }
     }
 
-    /// `ServicesResolved` became true: answer the discoveries waiting for it.
+    /// `ServicesResolved` is true: answer the discoveries waiting for it, after
+    /// a round trip to bluetoothd — real bluetoothd can signal
+    /// `ServicesResolved` before the `InterfacesAdded` of the GATT objects.
     func servicesResolved(_ id: DeviceHandle) {
-        guard let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id] else {
-            return
+        guard pendingServiceDiscoveries[id] != nil else { return }
+        Task {
+            await client.synchronize(with: id)
+            connection.queue.async { [self] in
+                guard client.device(id)?.servicesResolved == true,
+                    let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id]
+                else { return }
+                for filter in waiting { finishServiceDiscovery(peripheral, filter: filter) }
+            }
         }
-        for filter in waiting { finishServiceDiscovery(peripheral, filter: filter) }
     }
 
     private func finishServiceDiscovery(_ peripheral: Peripheral, filter: [BluetoothUUID]?) {
@@ -51,6 +55,7 @@ extension CentralEngine {
         }
         model.mtu = database.characteristics.compactMap(\.mtu).max().map(Int.init) ?? model.mtu
         gatt[id] = model
+        DBusLog.debug("services of \(peripheral.identifier): \(database.services.map { "\($0.uuid) primary=\($0.isPrimary)" })")
         let wanted = filter.map(Set.init)
         let services = all.filter { $0.isPrimary && (wanted?.contains($0.uuid) ?? true) }
         manager?.post(.gatt(peripheral, .services(services, nil)))

@@ -74,6 +74,8 @@ final class CentralEngine: @unchecked Sendable {
                 try await self.client.startDiscovery()
             } catch where error.name == "org.bluez.Error.InProgress" {
                 // Already discovering for us: the new filter applies.
+            } catch where error.code == .disconnected {
+                // The manager was released and its connection closed.
             } catch {
                 DBusLog.warning("scan could not start: \(error)")
             }

@@ -1,0 +1,135 @@
+import BlueZKit
+import Foundation
+import Synchronization
+import Testing
+
+/// Runs only inside the emulated BlueZ environment (`Scripts/test-e2e` sets
+/// `BLUEZKIT_E2E=1`): the real bluetoothd with hci0 and hci1.
+let insideEmulatedBlueZ = ProcessInfo.processInfo.environment["BLUEZKIT_E2E"] == "1"
+
+@Suite(.enabled(if: insideEmulatedBlueZ, "needs the real bluetoothd: run Scripts/test-e2e"), .serialized)
+struct CentralEndToEndTests {
+    @Test func ourCentralAgainstBlueZsExampleGattServer() async throws {
+        let peripheral = try ExamplePeripheral()
+        defer { peripheral.stop() }
+        try peripheral.start("example-gatt-server")
+        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
+            peripheral.log("example-gatt-server").contains("GATT application registered")
+        }
+
+        let delegate = E2ECentralDelegate()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
+        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
+        // btvirt reports an advertisement only when advertising or scanning is switched on: scan first.
+        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        try await waitUntil("discovering") { central.isScanning }
+        try peripheral.start("example-advertisement")
+        try await waitUntil("discovered the heart-rate advertisement", timeout: .seconds(60)) {
+            delegate.discovered != nil
+        }
+        central.stopScan()
+        let sensor = try #require(delegate.discovered)
+        #expect(delegate.advertisedServices.contains(BluetoothUUID(0x180D)))
+
+        let recorder = E2EPeripheralDelegate()
+        sensor.delegate = recorder
+        central.connect(sensor)
+        try await waitUntil("connected", timeout: .seconds(60)) { sensor.state == .connected }
+
+        sensor.discoverServices([BluetoothUUID(0x180D)])
+        try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
+        let service = try #require(sensor.services?.first { $0.uuid == BluetoothUUID(0x180D) })
+        sensor.discoverCharacteristics(nil, for: service)
+        try await waitUntil("characteristics") { recorder.count("characteristics") == 1 }
+        let characteristics = try #require(service.characteristics)
+        let measurement = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A37) })
+        let location = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A38) })
+        let control = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A39) })
+        #expect(measurement.properties.contains(.notify))
+
+        sensor.readValue(for: location)
+        try await waitUntil("read Body Sensor Location") { recorder.count("value 2A38") == 1 }
+        #expect(location.value == Data([0x01]))
+
+        sensor.writeValue(Data([0x01]), for: control, type: .withResponse)
+        try await waitUntil("wrote the control point") { recorder.count("wrote 2A39") == 1 }
+        #expect(recorder.errors.isEmpty)
+        sensor.writeValue(Data([0x02]), for: control, type: .withResponse)
+        try await waitUntil("control point refused 0x02") { recorder.count("wrote 2A39") == 2 }
+        #expect((recorder.errors.last as? ATTError)?.code == .application(0x80))
+
+        sensor.setNotifyValue(true, for: measurement)
+        try await waitUntil("two heart-rate notifications", timeout: .seconds(30)) {
+            recorder.count("value 2A37") >= 2
+        }
+        #expect(measurement.isNotifying)
+        sensor.setNotifyValue(false, for: measurement)
+        try await waitUntil("unsubscribed") { recorder.count("notifying 2A37 false") == 1 }
+
+        central.cancelPeripheralConnection(sensor)
+        try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
+        #expect(delegate.disconnectErrors == ["nil"])
+    }
+}
+
+final class E2ECentralDelegate: CentralManagerDelegate, @unchecked Sendable {
+    let queue = DispatchQueue(label: "e2e.central")
+    private let state = Mutex<(Peripheral?, [BluetoothUUID], [String])>((nil, [], []))
+    var discovered: Peripheral? { state.withLock { $0.0 } }
+    var advertisedServices: [BluetoothUUID] { state.withLock { $0.1 } }
+    var disconnectErrors: [String] { state.withLock { $0.2 } }
+
+    func centralManagerDidUpdateState(_ central: CentralManager) {}
+    func centralManager(
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int
+    ) {
+        state.withLock { $0.0 = peripheral; $0.1 = advertisementData.serviceUUIDs }
+    }
+    func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?
+    ) {
+        state.withLock { $0.2.append(error.map { "\($0)" } ?? "nil") }
+    }
+}
+
+final class E2EPeripheralDelegate: PeripheralDelegate, @unchecked Sendable {
+    private let log = Mutex<([String], [any Error])>(([], []))
+    func count(_ prefix: String) -> Int { log.withLock { $0.0.filter { $0.hasPrefix(prefix) }.count } }
+    var errors: [any Error] { log.withLock { $0.1 } }
+    private func record(_ event: String, _ error: (any Error)?) {
+        log.withLock {
+            $0.0.append(event)
+            if let error { $0.1.append(error) }
+        }
+    }
+    func peripheral(_ peripheral: Peripheral, didDiscoverServices error: (any Error)?) { record("services", error) }
+    func peripheral(_ peripheral: Peripheral, didDiscoverCharacteristicsFor service: Service, error: (any Error)?) {
+        record("characteristics", error)
+    }
+    func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?) {
+        record("value \(characteristic.uuid)", error)
+    }
+    func peripheral(_ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?) {
+        record("wrote \(characteristic.uuid)", error)
+    }
+    func peripheral(
+        _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
+    ) {
+        record("notifying \(characteristic.uuid) \(characteristic.isNotifying)", error)
+    }
+}
+
+func waitUntil(
+    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
+) async throws {
+    let clock = ContinuousClock()
+    let deadline = clock.now + timeout
+    while clock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+    Issue.record("timed out waiting until \(what)")
+    throw CancellationError()
+}

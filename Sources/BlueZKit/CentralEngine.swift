@@ -22,6 +22,7 @@ final class CentralEngine: @unchecked Sendable {
     var gatt: [DeviceHandle: GattModel] = [:]
     var pendingServiceDiscoveries: [DeviceHandle: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
+    var lastSeenRSSI: [DeviceHandle: Int16] = [:]
     let discoveryChain = Mutex<Task<Void, Never>?>(nil)
 
     /// What a running scan reports and has reported.
@@ -109,6 +110,7 @@ final class CentralEngine: @unchecked Sendable {
         case .adapterChanged(let status):
             adapterChanged(status)
         case .deviceAdvertised(let id, let device):
+            lastSeenRSSI[id] = device.rssi
             advertised(id, device)
             sawAdvertisement(id)
         case .deviceChanged(let id, let device, let changed):
@@ -117,6 +119,7 @@ final class CentralEngine: @unchecked Sendable {
             if changed.contains("ServicesResolved"), device.servicesResolved { servicesResolved(id) }
         case .deviceRemoved(let id):
             scan?.reported[id] = nil
+            lastSeenRSSI[id] = nil
             linkLost(id)
             abandonAttempt(id)
             updateBackgroundDiscovery()
@@ -159,6 +162,38 @@ final class CentralEngine: @unchecked Sendable {
         self.scan = scan
         let peripheral = peripheral(for: id, device)
         manager?.post(.discovered(peripheral, data, rssi: Int(rssi), name: device.name ?? device.alias))
+    }
+
+    // MARK: Retrieving (from any thread but the connection's queue)
+
+    /// The known devices whose identifiers are in `identifiers`, in that order.
+    func retrievePeripherals(withIdentifiers identifiers: [UUID]) -> [Peripheral] {
+        connection.queue.sync {
+            var byIdentifier: [UUID: Peripheral] = [:]
+            for (id, device) in client.devices {
+                let peripheral = peripheral(for: id, device)
+                byIdentifier[peripheral.identifier] = peripheral
+            }
+            return identifiers.compactMap { byIdentifier[$0] }
+        }
+    }
+
+    /// Devices connected to our adapter (by this or another process) that have one of `services`.
+    func retrieveConnectedPeripherals(withServices services: [BluetoothUUID]) -> [Peripheral] {
+        let wanted = Set(services)
+        return connection.queue.sync {
+            client.devices.filter { id, device in
+                // A link we made counts even when bluetoothd never signalled Connected (BlueZ 5.66).
+                (device.connected || links[id]?.phase == .connected)
+                    && device.uuids.contains { BluetoothUUID(string: $0).map(wanted.contains) ?? false }
+            }.map { peripheral(for: $0.0, $0.1) }
+        }
+    }
+
+    /// The last RSSI bluetoothd reported for the peripheral, kept after
+    /// bluetoothd invalidates it when discovery stops (on the queue).
+    func lastRSSI(of peripheral: Peripheral) -> Int16? {
+        client.device(peripheral.deviceID)?.rssi ?? lastSeenRSSI[peripheral.deviceID]
     }
 
     private func peripheral(for id: DeviceHandle, _ device: BlueZDeviceProperties) -> Peripheral {

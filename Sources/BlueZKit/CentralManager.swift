@@ -1,5 +1,5 @@
 public import Dispatch
-import Foundation
+public import Foundation
 import DBus
 import Synchronization
 
@@ -154,6 +154,26 @@ public final class CentralManager: @unchecked Sendable {
         engine?.cancelConnection(peripheral)
     }
 
+    // MARK: Retrieving known peripherals
+
+    /// The peripherals with these identifiers that bluetoothd knows (seen
+    /// earlier, or remembered across restarts because they are paired), in
+    /// the order asked; unknown identifiers are left out.
+    ///
+    /// Reads bluetoothd's `Device1` objects under the adapter; empty before the
+    /// state is `.poweredOn`. Must not be called on the manager's own D-Bus queue.
+    public func retrievePeripherals(withIdentifiers identifiers: [UUID]) -> [Peripheral] {
+        shared.withLock { $0.engine }?.retrievePeripherals(withIdentifiers: identifiers) ?? []
+    }
+
+    /// The peripherals connected to the adapter — by this process or another
+    /// one — that offer any of `serviceUUIDs` (`Device1` with `Connected` and the UUIDs).
+    ///
+    /// Connect to one with ``connect(_:options:)`` to use it from this manager.
+    public func retrieveConnectedPeripherals(withServices serviceUUIDs: [BluetoothUUID]) -> [Peripheral] {
+        shared.withLock { $0.engine }?.retrieveConnectedPeripherals(withServices: serviceUUIDs) ?? []
+    }
+
     // MARK: Events (internal router)
 
     /// What the engine reports; applied on `queue`.
@@ -175,6 +195,7 @@ public final class CentralManager: @unchecked Sendable {
         case wrote(Characteristic, (any Error)?)
         case wroteDescriptor(Descriptor, (any Error)?)
         case notifyState(Characteristic, Bool, (any Error)?)
+        case rssi(Int, (any Error)?)
     }
 
     /// A change of a peripheral's connection.
@@ -261,6 +282,8 @@ public final class CentralManager: @unchecked Sendable {
         case .notifyState(let characteristic, let notifying, let error):
             characteristic.update(notifying: notifying)
             delegate?.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
+        case .rssi(let rssi, let error):
+            delegate?.peripheral(peripheral, didReadRSSI: rssi, error: error)
         }
     }
 

@@ -57,6 +57,20 @@ extension Peripheral {
         perform { $0.setNotify(self, enabled: enabled, characteristic: characteristic) }
     }
 
+    /// Reports the last signal strength bluetoothd received from the peripheral (`Device1.RSSI`).
+    ///
+    /// BlueZ has no RSSI request for a connected LE link; it reports the RSSI
+    /// of advertisements, and this manager remembers the last one it saw.
+    /// When it has seen none, the delegate gets ``BluetoothError`` `operationNotSupported`.
+    public func readRSSI() {
+        perform { engine in
+            let rssi = engine.lastRSSI(of: self)
+            let error = rssi == nil
+                ? BluetoothError(.operationNotSupported, message: "bluetoothd has no RSSI for this device now") : nil
+            engine.manager?.post(.gatt(self, .rssi(Int(rssi ?? 0), error)))
+        }
+    }
+
     /// The largest value one write of `type` can carry: the negotiated ATT MTU
     /// minus 3 (23 − 3 = 20 before BlueZ reports an MTU); 512 for long writes with response.
     public func maximumWriteValueLength(for type: CharacteristicWriteType) -> Int {

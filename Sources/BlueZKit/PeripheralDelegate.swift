@@ -24,6 +24,8 @@ public protocol PeripheralDelegate: AnyObject {
     /// ``Peripheral/setNotifyValue(_:for:)`` finished; read ``Characteristic/isNotifying``.
     func peripheral(
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?)
+    /// ``Peripheral/readRSSI()`` finished with the last RSSI in dBm.
+    func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?)
 }
 
 extension PeripheralDelegate {
@@ -57,4 +59,6 @@ extension PeripheralDelegate {
     public func peripheral(
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
     ) {}
+    /// Does nothing.
+    public func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?) {}
 }

@@ -1,0 +1,20 @@
+// Core Bluetooth's class and protocol names, so code written for Apple's
+// framework ports by changing its import line. The option, advertisement and
+// restoration key constants are in CoreBluetoothKeys.swift.
+
+/// Core Bluetooth's name for ``CentralManager``.
+public typealias CBCentralManager = CentralManager
+/// Core Bluetooth's name for ``CentralManagerDelegate``.
+public typealias CBCentralManagerDelegate = CentralManagerDelegate
+/// Core Bluetooth's name for ``Peripheral``.
+public typealias CBPeripheral = Peripheral
+/// Core Bluetooth's name for ``PeripheralDelegate``.
+public typealias CBPeripheralDelegate = PeripheralDelegate
+/// Core Bluetooth's name for ``PeripheralState``.
+public typealias CBPeripheralState = PeripheralState
+/// Core Bluetooth's name for ``Service``.
+public typealias CBService = Service
+/// Core Bluetooth's name for ``Characteristic``.
+public typealias CBCharacteristic = Characteristic
+/// Core Bluetooth's name for ``Descriptor``.
+public typealias CBDescriptor = Descriptor

@@ -65,6 +65,9 @@ package final class BlueZCentralClient: @unchecked Sendable {
         return .present(address: adapter["Address"]?.stringValue ?? "", powered: adapter["Powered"]?.boolValue ?? false)
     }
 
+    /// The adapter's object path, for the layer's own registration calls (on the queue).
+    package var adapterObjectPath: ObjectPath? { adapterPath }
+
     /// The properties of a device (on the queue).
     package func device(_ id: DeviceID) -> BlueZDeviceProperties? { device(at: id.path) }
 

@@ -97,4 +97,10 @@ public final class SimulatedAdapter: Sendable {
 
     /// How many clients hold a discovery session (`StartDiscovery` without `StopDiscovery`).
     public var discoverySessionCount: Int { core?.adapterSnapshot(name)?.sessions ?? 0 }
+
+    /// The GATT applications registered on this adapter with `org.bluez.GattManager1.RegisterApplication`,
+    /// oldest first (a registration whose tree bluetoothd is still reading is not listed).
+    public var registeredApplications: [SimulatedGATTApplication] {
+        core?.registeredApplications(adapter: name) ?? []
+    }
 }

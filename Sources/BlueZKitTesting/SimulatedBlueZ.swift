@@ -31,7 +31,9 @@ import Synchronization
 ///   `AdvertisingData`, `WakeAllowed`, `Icon` and `Class` of devices are not;
 /// - `Introspect` returns only the standard interfaces (the D-Bus layer answers it);
 /// - pairing is just-works (no agent is called yet) and `AcquireWrite`,
-///   `AcquireNotify`, `GattManager1` and `LEAdvertisingManager1` are not served yet.
+///   `AcquireNotify` and `LEAdvertisingManager1` are not served yet; `GattManager1`
+///   registers applications (see ``SimulatedCentral``) but does not publish them
+///   to other simulated adapters.
 public final class SimulatedBlueZ: Sendable {
     let core: SimulatorCore
     private let daemon: PrivateBusDaemon
@@ -193,6 +195,25 @@ public final class SimulatedBlueZ: Sendable {
     @discardableResult
     public func removeDevice(_ peripheral: SimulatedPeripheral) -> Bool {
         core.vanish(peripheral)
+    }
+
+    // MARK: Centrals
+
+    /// Connects a virtual central with `address` to `adapter` (the first adapter when nil), to act on
+    /// the GATT applications registered there; see ``SimulatedCentral``.
+    ///
+    /// - Parameter mtu: the ATT MTU of the link (the `mtu` option the applications see).
+    /// - Throws: `invalidConfiguration` for a bad address; `notFound` when the adapter is not present.
+    public func addCentral(address: String, to adapter: SimulatedAdapter? = nil, mtu: UInt16 = 23)
+        throws(SimulatedBlueZError) -> SimulatedCentral
+    {
+        guard let canonical = BluetoothText.address(address) else {
+            throw SimulatedBlueZError(.invalidConfiguration, "invalid central address '\(address)'")
+        }
+        guard let target = adapter ?? adapters.first, target.isPresent else {
+            throw SimulatedBlueZError(.notFound, "there is no adapter")
+        }
+        return SimulatedCentral(address: canonical, adapter: target, mtu: mtu, core: core)
     }
 
     // MARK: Faults

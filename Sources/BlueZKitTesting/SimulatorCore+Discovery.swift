@@ -65,6 +65,7 @@ extension SimulatorCore {
             removeNotifySession(path, owner: owner)
         }
         agents[owner] = nil
+        applicationOwnerLeft(owner)
     }
 
     private func finishDiscovery(_ name: String) {

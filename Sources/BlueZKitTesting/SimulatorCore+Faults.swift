@@ -61,7 +61,7 @@ extension SimulatorCore {
             }
             let adapter = AdapterState(name: name, address: address, configuration: configuration)
             adapters[name] = adapter
-            interfacesAdded(adapter.path, [Self.adapterInterface])
+            interfacesAdded(adapter.path, interfaces(at: adapter.path))
             loadStoredDevices(adapter)
             return nil
         }
@@ -74,7 +74,8 @@ extension SimulatorCore {
             for path in devices.keys.sorted() where devices[path]?.adapterName == name {
                 removeDeviceObject(path, forget: false)
             }
-            interfacesRemoved(adapter.path, [Self.adapterInterface])
+            interfacesRemoved(adapter.path, interfaces(at: adapter.path))
+            applications.removeAll { $0.adapter == name }
             adapters[name] = nil
             return true
         }

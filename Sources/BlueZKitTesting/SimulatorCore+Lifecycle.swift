@@ -108,6 +108,8 @@ extension SimulatorCore {
         gattObjects = [:]
         overrides = [:]
         agents = [:]
+        applications = []
+        applicationNotifyCounts = [:]
         armedAttempts = [:]
         removalRequested = []
         pendingSignals = PendingSignals()

@@ -41,6 +41,10 @@ final class SimulatorCore: @unchecked Sendable {
     /// before their connection closed would answer them `Failed` instead of leaving them to `NoReply`.
     var staleWork: [@Sendable () -> Void] = []
     var agents: [String: ObjectPath] = [:]
+    /// GATT applications registered (or being registered) with `GattManager1`, oldest first.
+    var applications: [ApplicationRegistration] = []
+    /// Centrals subscribed to each application characteristic (owner and path), as `ntfy_cnt`.
+    var applicationNotifyCounts: [String: Int] = [:]
     var nextAttemptID = 0
     /// Connection attempts past their link-setup delay, waiting for the peripheral to be reachable.
     var armedAttempts: [ObjectPath: Int] = [:]

@@ -8,7 +8,7 @@ import Testing
 let insideEmulatedBlueZ = ProcessInfo.processInfo.environment["BLUEZKIT_E2E"] == "1"
 
 @Suite(.enabled(if: insideEmulatedBlueZ, "needs the real bluetoothd: run Scripts/test-e2e"), .serialized)
-struct CentralEndToEndTests {
+struct EndToEndTests {
     @Test func ourCentralAgainstBlueZsExampleGattServer() async throws {
         let peripheral = try ExamplePeripheral()
         defer { peripheral.stop() }

@@ -1,0 +1,123 @@
+package import DBus
+
+/// An `LEAdvertisement1` object of ours, registered with
+/// `LEAdvertisingManager1.RegisterAdvertisement`. bluetoothd reads its
+/// properties (`GetAll`) before it answers; only bluetoothd may call it.
+package final class BlueZAdvertisement: Sendable {
+    /// The advertisement's content, in BlueZ's terms.
+    package struct Content: Sendable, Hashable {
+        package var localName: String?
+        /// 128-bit UUID strings.
+        package var serviceUUIDs: [String]
+        package var solicitUUIDs: [String]
+        package var manufacturerData: [UInt16: [UInt8]]
+        package var serviceData: [String: [UInt8]]
+        package var appearance: UInt16?
+        package var includeTxPower: Bool
+        package var discoverable: Bool
+
+        package init(
+            localName: String? = nil, serviceUUIDs: [String] = [], solicitUUIDs: [String] = [],
+            manufacturerData: [UInt16: [UInt8]] = [:], serviceData: [String: [UInt8]] = [:],
+            appearance: UInt16? = nil, includeTxPower: Bool = false, discoverable: Bool = true
+        ) {
+            self.localName = localName
+            self.serviceUUIDs = serviceUUIDs
+            self.solicitUUIDs = solicitUUIDs
+            self.manufacturerData = manufacturerData
+            self.serviceData = serviceData
+            self.appearance = appearance
+            self.includeTxPower = includeTxPower
+            self.discoverable = discoverable
+        }
+
+        /// The legacy advertising payload this needs, counted as bluetoothd
+        /// counts it (flags, UUID lists, service and manufacturer data, name, appearance).
+        package var legacyLength: Int {
+            var length = discoverable ? 3 : 0
+            let short = serviceUUIDs.filter { Self.isShort($0) }.count
+            let long = serviceUUIDs.count - short
+            if short > 0 { length += 2 + 2 * short }
+            if long > 0 { length += 2 + 16 * long }
+            for (_, bytes) in manufacturerData { length += 2 + 2 + bytes.count }
+            for (uuid, bytes) in serviceData { length += 2 + (Self.isShort(uuid) ? 2 : 16) + bytes.count }
+            if let localName { length += 2 + localName.utf8.count }
+            if appearance != nil { length += 4 }
+            if includeTxPower { length += 3 }
+            return length
+        }
+
+        static func isShort(_ uuid: String) -> Bool {
+            uuid.lowercased().hasPrefix("0000") && uuid.lowercased().hasSuffix("-0000-1000-8000-00805f9b34fb")
+        }
+    }
+
+    let connection: DBusConnection
+    let path: ObjectPath
+
+    /// Exports the advertisement object; nothing is registered yet.
+    /// `onRelease` runs when bluetoothd drops it (`Release`).
+    package init(connection: DBusConnection, content: Content, onRelease: @escaping @Sendable () -> Void)
+        async throws(DBusError)
+    {
+        self.connection = connection
+        path = try ObjectPath("/org/bluezkit/advertisement0")
+        let includes = content.includeTxPower ? ["tx-power"] : []
+        var properties: [DBusProperty] = [
+            DBusProperty("Type", "s", get: { .string("peripheral") }),
+            DBusProperty("ServiceUUIDs", "as", get: { .stringArray(content.serviceUUIDs) }),
+            DBusProperty("Discoverable", "b", get: { .bool(content.discoverable) }),
+            DBusProperty("Includes", "as", get: { .stringArray(includes) }),
+            DBusProperty(
+                "ManufacturerData", "a{qv}",
+                get: {
+                    .dictionary(
+                        key: "q", value: "v",
+                        content.manufacturerData.sorted { $0.key < $1.key }.map {
+                            .init(.uint16($0.key), .variant(.bytes($0.value)))
+                        })
+                }),
+            DBusProperty(
+                "ServiceData", "a{sv}",
+                get: {
+                    .dictionary(
+                        key: "s", value: "v",
+                        content.serviceData.sorted { $0.key < $1.key }.map { .init(.string($0.key), .variant(.bytes($0.value))) })
+                }),
+        ]
+        if !content.solicitUUIDs.isEmpty {
+            properties.append(DBusProperty("SolicitUUIDs", "as", get: { .stringArray(content.solicitUUIDs) }))
+        }
+        if let name = content.localName { properties.append(DBusProperty("LocalName", "s", get: { .string(name) })) }
+        if let appearance = content.appearance {
+            properties.append(DBusProperty("Appearance", "q", get: { .uint16(appearance) }))
+        }
+        let interface = DBusInterface(
+            BlueZNames.advertisement,
+            methods: [
+                DBusMethod("Release") { invocation in
+                    onRelease()
+                    invocation.reply()
+                }
+            ],
+            properties: properties)
+        try await connection.export([interface], at: path, allowedCaller: BlueZNames.service)
+    }
+
+    /// `LEAdvertisingManager1.RegisterAdvertisement` on `adapter`.
+    package func register(on adapter: ObjectPath) async throws(DBusError) {
+        _ = try await connection.call(
+            destination: BlueZNames.service, path: adapter, interface: BlueZNames.advertisingManager,
+            member: "RegisterAdvertisement", arguments: [.objectPath(path), .stringVariantDictionary([:])])
+    }
+
+    /// `UnregisterAdvertisement`, then removes the object.
+    package func unregister(from adapter: ObjectPath?) async {
+        if let adapter {
+            _ = try? await connection.call(
+                destination: BlueZNames.service, path: adapter, interface: BlueZNames.advertisingManager,
+                member: "UnregisterAdvertisement", arguments: [.objectPath(path)])
+        }
+        connection.unexport(path)
+    }
+}

@@ -1,0 +1,179 @@
+package import DBus
+
+/// A local GATT application as bluetoothd wants it: an ObjectManager at the
+/// application's root with `GattService1`, `GattCharacteristic1` and
+/// `GattDescriptor1` objects below it, registered with
+/// `GattManager1.RegisterApplication`. Only bluetoothd (the owner of
+/// `org.bluez`) may call the objects; everyone else gets AccessDenied.
+package final class BlueZGattApplication: Sendable {
+    /// What one service looks like, with the layer above's callbacks.
+    package struct Service: Sendable {
+        package var uuid: String
+        package var isPrimary: Bool
+        package var characteristics: [Characteristic]
+        package init(uuid: String, isPrimary: Bool, characteristics: [Characteristic]) {
+            self.uuid = uuid
+            self.isPrimary = isPrimary
+            self.characteristics = characteristics
+        }
+    }
+
+    package struct Characteristic: Sendable {
+        package var uuid: String
+        package var flags: [String]
+        package var descriptors: [Descriptor]
+        /// Called for `ReadValue`; answer through the request.
+        package var onRead: @Sendable (BlueZGattRequest) -> Void
+        /// Called for `WriteValue` with the value; answer through the request.
+        package var onWrite: @Sendable (BlueZGattRequest, [UInt8]) -> Void
+        /// Called for `StartNotify` (true) / `StopNotify` (false).
+        package var onNotify: @Sendable (Bool) -> Void
+        package init(
+            uuid: String, flags: [String], descriptors: [Descriptor],
+            onRead: @escaping @Sendable (BlueZGattRequest) -> Void,
+            onWrite: @escaping @Sendable (BlueZGattRequest, [UInt8]) -> Void,
+            onNotify: @escaping @Sendable (Bool) -> Void
+        ) {
+            self.uuid = uuid
+            self.flags = flags
+            self.descriptors = descriptors
+            self.onRead = onRead
+            self.onWrite = onWrite
+            self.onNotify = onNotify
+        }
+    }
+
+    package struct Descriptor: Sendable {
+        package var uuid: String
+        package var flags: [String]
+        package var value: [UInt8]
+        package init(uuid: String, flags: [String], value: [UInt8]) {
+            self.uuid = uuid
+            self.flags = flags
+            self.value = value
+        }
+    }
+
+    /// Identifies one characteristic of this application for `notify`.
+    package struct CharacteristicID: Hashable, Sendable {
+        let path: ObjectPath
+    }
+
+    package let connection: DBusConnection
+    let root: ObjectPath
+    private let paths: [ObjectPath]
+    /// The characteristic objects, in the order of `service.characteristics`.
+    package let characteristicIDs: [CharacteristicID]
+
+    /// Exports `service` under a fresh root; nothing is registered yet.
+    package init(connection: DBusConnection, service: Service, number: Int) async throws(DBusError) {
+        self.connection = connection
+        let root = try ObjectPath("/org/bluezkit/app\(number)")
+        self.root = root
+        var paths: [ObjectPath] = []
+        var ids: [CharacteristicID] = []
+        try await connection.addObjectManager(at: root, allowedCaller: BlueZNames.service)
+        let servicePath = try root.appending("service0")
+        for (c, characteristic) in service.characteristics.enumerated() {
+            let path = try servicePath.appending("char\(c)")
+            ids.append(CharacteristicID(path: path))
+            for (d, descriptor) in characteristic.descriptors.enumerated() {
+                let descriptorPath = try path.appending("desc\(d)")
+                try await connection.export(
+                    [Self.descriptorInterface(descriptor, characteristic: path)], at: descriptorPath,
+                    allowedCaller: BlueZNames.service)
+                paths.append(descriptorPath)
+            }
+            try await connection.export(
+                [Self.characteristicInterface(characteristic, service: servicePath, connection: connection, path: path)],
+                at: path, allowedCaller: BlueZNames.service)
+            paths.append(path)
+        }
+        let serviceInterface = DBusInterface(
+            BlueZNames.gattService,
+            properties: [
+                DBusProperty("UUID", "s", get: { .string(service.uuid) }),
+                DBusProperty("Primary", "b", get: { .bool(service.isPrimary) }),
+                DBusProperty("Includes", "ao", get: { .objectPathArray([]) }),
+            ])
+        try await connection.export([serviceInterface], at: servicePath, allowedCaller: BlueZNames.service)
+        paths.append(servicePath)
+        self.paths = paths
+        self.characteristicIDs = ids
+    }
+
+    /// `GattManager1.RegisterApplication` on `adapter`; bluetoothd reads our tree before it answers.
+    package func register(on adapter: ObjectPath) async throws(DBusError) {
+        _ = try await connection.call(
+            destination: BlueZNames.service, path: adapter, interface: BlueZNames.gattManager,
+            member: "RegisterApplication", arguments: [.objectPath(root), .stringVariantDictionary([:])])
+    }
+
+    /// `GattManager1.UnregisterApplication`, then removes the objects.
+    package func unregister(from adapter: ObjectPath?) async {
+        if let adapter {
+            _ = try? await connection.call(
+                destination: BlueZNames.service, path: adapter, interface: BlueZNames.gattManager,
+                member: "UnregisterApplication", arguments: [.objectPath(root)])
+        }
+        for path in paths { connection.unexport(path) }
+        connection.removeObjectManager(at: root)
+    }
+
+    /// Sends a new value to subscribers: `PropertiesChanged` on `Value` (bluetoothd
+    /// turns it into a notification or indication to every subscribed device).
+    package func notify(_ id: CharacteristicID, value: [UInt8]) {
+        connection.emitPropertiesChanged(
+            path: id.path, interface: BlueZNames.gattCharacteristic, changed: ["Value": .bytes(value)])
+    }
+
+    // MARK: Interfaces
+
+    private static func characteristicInterface(
+        _ characteristic: Characteristic, service: ObjectPath, connection: DBusConnection, path: ObjectPath
+    ) -> DBusInterface {
+        DBusInterface(
+            BlueZNames.gattCharacteristic,
+            methods: [
+                DBusMethod("ReadValue", in: "a{sv}", out: "ay") { invocation in
+                    guard let request = BlueZGattRequest(invocation) else { return }
+                    characteristic.onRead(request)
+                },
+                DBusMethod("WriteValue", in: "aya{sv}") { invocation in
+                    guard let request = BlueZGattRequest(invocation),
+                        let value = (try? invocation.arguments())?.first?.bytesValue
+                    else { return }
+                    characteristic.onWrite(request, value)
+                },
+                DBusMethod("StartNotify") { invocation in
+                    characteristic.onNotify(true)
+                    invocation.reply()
+                },
+                DBusMethod("StopNotify") { invocation in
+                    characteristic.onNotify(false)
+                    invocation.reply()
+                },
+            ],
+            properties: [
+                DBusProperty("UUID", "s", get: { .string(characteristic.uuid) }),
+                DBusProperty("Service", "o", get: { .objectPath(service) }),
+                DBusProperty("Flags", "as", get: { .stringArray(characteristic.flags) }),
+            ])
+    }
+
+    private static func descriptorInterface(_ descriptor: Descriptor, characteristic: ObjectPath) -> DBusInterface {
+        DBusInterface(
+            BlueZNames.gattDescriptor,
+            methods: [
+                DBusMethod("ReadValue", in: "a{sv}", out: "ay") { invocation in
+                    guard let request = BlueZGattRequest(invocation) else { return }
+                    request.respond(Array(descriptor.value.dropFirst(Int(request.offset))))
+                }
+            ],
+            properties: [
+                DBusProperty("UUID", "s", get: { .string(descriptor.uuid) }),
+                DBusProperty("Characteristic", "o", get: { .objectPath(characteristic) }),
+                DBusProperty("Flags", "as", get: { .stringArray(descriptor.flags) }),
+            ])
+    }
+}

@@ -1,0 +1,57 @@
+import DBus
+
+/// A read or write request from bluetoothd to our GATT application, answered
+/// exactly once (later answers are ignored; an unanswered request is answered
+/// `Failed` when it is released).
+package struct BlueZGattRequest: Sendable {
+    private let invocation: DBusMethodInvocation
+    /// The offset into the value (`offset` option; 0 when absent).
+    package let offset: UInt16
+    /// The negotiated ATT MTU (`mtu` option), when bluetoothd says.
+    package let mtu: UInt16?
+    /// The remote device's address, from the `device` option's object path.
+    package let deviceAddress: String?
+    /// `request`, `command` or `reliable` for writes (the `type` option).
+    package let writeType: String?
+
+    /// Reads the options dictionary (the last argument); a malformed one is
+    /// answered `InvalidArguments` here and yields nil.
+    init?(_ invocation: DBusMethodInvocation) {
+        self.invocation = invocation
+        guard let options = (try? invocation.arguments())?.last?.stringKeyedDictionary else {
+            invocation.reply(error: DBusError(name: "org.bluez.Error.InvalidArguments", message: "malformed options"))
+            return nil
+        }
+        let rawOffset = options["offset"]?.uint16Value
+        if options["offset"] != nil && rawOffset == nil {
+            invocation.reply(error: DBusError(name: "org.bluez.Error.InvalidArguments", message: "offset must be q"))
+            return nil
+        }
+        offset = rawOffset ?? 0
+        mtu = options["mtu"]?.uint16Value
+        writeType = options["type"]?.stringValue
+        deviceAddress = options["device"]?.objectPathValue.flatMap(Self.address(of:))
+    }
+
+    /// Answers a read with `value`, or a write with success (pass an empty value).
+    package func respond(_ value: [UInt8] = []) {
+        invocation.reply(invocation.message.member?.rawValue == "ReadValue" ? [.bytes(value)] : [])
+    }
+
+    /// Answers with a BlueZ error (name and message, see ATTError's table).
+    package func fail(name: String, message: String) {
+        invocation.reply(error: DBusError(name: name, message: message))
+    }
+
+    /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` → `AA:BB:CC:DD:EE:FF`.
+    static func address(of path: ObjectPath) -> String? {
+        guard let last = path.rawValue.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
+        return last.dropFirst(4).replacingOccurrences(of: "_", with: ":")
+    }
+}
+
+extension Substring {
+    fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
+        split(separator: Character(target), omittingEmptySubsequences: false).joined(separator: replacement)
+    }
+}

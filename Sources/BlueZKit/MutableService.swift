@@ -1,0 +1,90 @@
+public import Foundation
+import Synchronization
+
+/// A service to publish with ``PeripheralManager/add(_:)``.
+///
+/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
+public final class MutableService: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// The service's UUID.
+    public let uuid: BluetoothUUID
+    /// Whether it is a primary service.
+    public let isPrimary: Bool
+    private let list = Mutex<[MutableCharacteristic]?>(nil)
+
+    /// A service of type `type`; add characteristics before publishing it.
+    public init(type: BluetoothUUID, primary: Bool) {
+        self.uuid = type
+        self.isPrimary = primary
+    }
+
+    /// The characteristics to publish; set before ``PeripheralManager/add(_:)``.
+    public var characteristics: [MutableCharacteristic]? {
+        get { list.withLock { $0 } }
+        set { list.withLock { $0 = newValue } }
+    }
+
+    public static func == (a: MutableService, b: MutableService) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The UUID.
+    public var description: String { "MutableService(\(uuid))" }
+}
+
+/// A characteristic to publish.
+///
+/// One created with a `value` is static: the library answers reads itself
+/// and the value cannot change (Core Bluetooth's rule; it must be read-only).
+/// One created with nil is dynamic: reads and writes reach the delegate.
+/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
+public final class MutableCharacteristic: @unchecked Sendable, Hashable, CustomStringConvertible {
+    /// The characteristic's UUID.
+    public let uuid: BluetoothUUID
+    /// What centrals may do.
+    public let properties: CharacteristicProperties
+    /// Who may read and write the value.
+    public let permissions: AttributePermissions
+    private let state: Mutex<(value: Data?, descriptors: [MutableDescriptor]?)>
+
+    /// Creates a characteristic; a non-nil `value` makes it static (cached, read-only).
+    public init(
+        type: BluetoothUUID, properties: CharacteristicProperties, value: Data?, permissions: AttributePermissions
+    ) {
+        self.uuid = type
+        self.properties = properties
+        self.permissions = permissions
+        self.state = Mutex((value, nil))
+    }
+
+    /// The static value, or the last value sent with ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)``.
+    public var value: Data? {
+        get { state.withLock { $0.value } }
+        set { state.withLock { $0.value = newValue } }
+    }
+
+    /// The descriptors to publish with it.
+    public var descriptors: [MutableDescriptor]? {
+        get { state.withLock { $0.descriptors } }
+        set { state.withLock { $0.descriptors = newValue } }
+    }
+
+    public static func == (a: MutableCharacteristic, b: MutableCharacteristic) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The UUID and properties.
+    public var description: String { "MutableCharacteristic(\(uuid), \(properties))" }
+}
+
+/// A descriptor to publish, with a static value.
+public final class MutableDescriptor: Sendable, Hashable {
+    /// The descriptor's UUID.
+    public let uuid: BluetoothUUID
+    /// Its value (bytes).
+    public let value: Data
+
+    /// Creates a descriptor with a static value.
+    public init(type: BluetoothUUID, value: Data) {
+        self.uuid = type
+        self.value = value
+    }
+
+    public static func == (a: MutableDescriptor, b: MutableDescriptor) -> Bool { a === b }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}

@@ -1,0 +1,107 @@
+import BlueZ
+import DBus
+import Foundation
+
+/// Turning a `MutableService` into a GATT application, and advertising.
+extension PeripheralManager {
+    func register(_ service: MutableService) async throws(DBusError) {
+        let (client, number, adapterAddress) = shared.withLock { state in
+            state.nextApplication += 1
+            return (state.client, state.nextApplication, state.adapterAddress)
+        }
+        guard let client, let adapter = await adapterPath(client) else {
+            throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter")
+        }
+        let characteristics = service.characteristics ?? []
+        let description = BlueZGattApplication.Service(
+            uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
+            characteristics: characteristics.map { gattCharacteristic($0, adapterAddress: adapterAddress) })
+        let application = try await BlueZGattApplication(connection: client.connection, service: description, number: number)
+        try await application.register(on: adapter)
+        shared.withLock { state in
+            state.applications[ObjectIdentifier(service)] = application
+            for (characteristic, id) in zip(characteristics, application.characteristicIDs) {
+                state.characteristics[ObjectIdentifier(characteristic)] = (application, id)
+            }
+        }
+    }
+
+    private func gattCharacteristic(_ characteristic: MutableCharacteristic, adapterAddress: String)
+        -> BlueZGattApplication.Characteristic
+    {
+        let staticValue = characteristic.value
+        return BlueZGattApplication.Characteristic(
+            uuid: characteristic.uuid.bluezString,
+            flags: BlueZGattFlags.bluezFlags(properties: characteristic.properties, permissions: characteristic.permissions),
+            descriptors: (characteristic.descriptors ?? []).map {
+                BlueZGattApplication.Descriptor(uuid: $0.uuid.bluezString, flags: ["read"], value: Array($0.value))
+            },
+            onRead: { [weak self] request in
+                if let staticValue {
+                    // Static values are answered without asking the app, as Core Bluetooth does.
+                    guard Int(request.offset) <= staticValue.count else {
+                        return request.fail(name: "org.bluez.Error.InvalidOffset", message: "Invalid offset")
+                    }
+                    return request.respond(Array(staticValue.dropFirst(Int(request.offset))))
+                }
+                guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
+                let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: nil)
+                self.queue.async {
+                    guard let delegate = self.delegate else {
+                        return self.respond(to: attRequest, withResult: .requestNotSupported)
+                    }
+                    delegate.peripheralManager(self, didReceiveRead: attRequest)
+                }
+            },
+            onWrite: { [weak self] request, value in
+                guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
+                let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: Data(value))
+                let withoutResponse = request.writeType == "command"
+                if withoutResponse { request.respond() }
+                self.queue.async {
+                    guard let delegate = self.delegate else {
+                        if !withoutResponse { self.respond(to: attRequest, withResult: .requestNotSupported) }
+                        return
+                    }
+                    delegate.peripheralManager(self, didReceiveWrite: [attRequest])
+                }
+            },
+            onNotify: { _ in })
+    }
+
+    private func request(
+        _ request: BlueZGattRequest, _ characteristic: MutableCharacteristic, adapterAddress: String, value: Data?
+    ) -> ATTRequest {
+        let central = Central(
+            identifier: PeripheralIdentity.identifier(
+                adapterAddress: adapterAddress, deviceAddress: request.deviceAddress ?? "unknown"),
+            maximumUpdateValueLength: Int(request.mtu ?? 23) - 3)
+        return ATTRequest(
+            central: central, characteristic: characteristic, offset: Int(request.offset), value: value, bluez: request)
+    }
+
+    /// Registers the advertisement; returns the error for the delegate, if any.
+    func advertise(_ content: BlueZAdvertisement.Content) async -> (any Error)? {
+        guard content.legacyLength <= 31 else {
+            return BluetoothError(
+                .advertisingDataTooLarge,
+                message: "the advertisement needs \(content.legacyLength) bytes; a legacy advertisement holds 31")
+        }
+        let client = shared.withLock { $0.client }
+        guard let client, let adapter = await adapterPath(client) else {
+            return BluetoothError(.bluetoothUnavailable, message: "no adapter")
+        }
+        let previous = shared.withLock { $0.advertisement }
+        await previous?.unregister(from: adapter)
+        do throws(DBusError) {
+            let advertisement = try await BlueZAdvertisement(connection: client.connection, content: content) {
+                [weak self] in self?.shared.withLock { $0.isAdvertising = false }
+            }
+            try await advertisement.register(on: adapter)
+            shared.withLock { $0.advertisement = advertisement }
+            return nil
+        } catch {
+            return BluetoothError(.unknown, message: error.description, underlying: error)
+        }
+    }
+}

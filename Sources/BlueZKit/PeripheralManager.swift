@@ -1,0 +1,239 @@
+public import Dispatch
+public import Foundation
+import BlueZ
+import DBus
+import Synchronization
+
+/// Publishes services and advertises them: Core Bluetooth's `CBPeripheralManager` on BlueZ.
+///
+/// Each added service becomes one GATT application (`GattManager1.RegisterApplication`),
+/// so add and remove map one to one; advertising registers an
+/// `LEAdvertisement1` (`LEAdvertisingManager1.RegisterAdvertisement`). Our
+/// exported objects answer only bluetoothd. Delegate methods run on `queue`;
+/// methods may be called from any thread.
+///
+/// Not built yet: subscription callbacks (`didSubscribeTo`, which need
+/// BlueZ's AcquireNotify sockets), per-central updates and back-pressure,
+/// indications' confirmations, restoration. ``updateValue(_:for:onSubscribedCentrals:)``
+/// reaches every subscribed central through `PropertiesChanged`.
+///
+/// The invariant behind `@unchecked Sendable`: mutable state is behind `Mutex`es.
+public final class PeripheralManager: @unchecked Sendable {
+    /// The queue delegate methods are called on.
+    public let queue: DispatchQueue
+    /// The options the manager was created with (the central's options type: adapter and bus).
+    public let options: CentralManagerOptions
+    private let delegateReference = WeakDelegate(nil)
+    let shared = Mutex(Shared())
+
+    struct Shared {
+        var state: ManagerState = .unknown
+        var everHadService = false
+        var client: BlueZCentralClient?
+        var adapterAddress = ""
+        var applications: [ObjectIdentifier: BlueZGattApplication] = [:]
+        var characteristics: [ObjectIdentifier: (BlueZGattApplication, BlueZGattApplication.CharacteristicID)] = [:]
+        var nextApplication = 0
+        var advertisement: BlueZAdvertisement?
+        var isAdvertising = false
+    }
+
+    /// Creates a manager; its state is `.unknown` until the first delegate call.
+    public init(
+        delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: CentralManagerOptions = .init()
+    ) {
+        self.queue = queue ?? .main
+        self.options = options
+        delegateReference.value = delegate
+        Task { await self.start() }
+    }
+
+    /// Creates a manager with Core Bluetooth's option dictionary.
+    public convenience init(delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: [String: Any]?) {
+        self.init(delegate: delegate, queue: queue, options: CentralManagerOptions(dictionary: options ?? [:]))
+    }
+
+    /// The object that receives events, held weakly.
+    public var delegate: (any PeripheralManagerDelegate)? {
+        get { delegateReference.value as? any PeripheralManagerDelegate }
+        set { delegateReference.value = newValue }
+    }
+
+    /// Whether the adapter can be used, as for ``CentralManager/state``.
+    public var state: ManagerState { shared.withLock { $0.state } }
+
+    /// Whether an advertisement is registered with bluetoothd.
+    public var isAdvertising: Bool { shared.withLock { $0.isAdvertising } }
+
+    // MARK: Services
+
+    /// Publishes `service` and its characteristics as one GATT application.
+    ///
+    /// Exports the objects and calls `GattManager1.RegisterApplication`;
+    /// bluetoothd reads them back before it answers. The delegate's `didAdd`
+    /// follows, with the BlueZ error as ``BluetoothError`` when it fails.
+    public func add(_ service: MutableService) {
+        Task {
+            var failure: (any Error)? = nil
+            do throws(DBusError) {
+                try await register(service)
+            } catch {
+                failure = BluetoothError(.unknown, message: error.description, underlying: error)
+            }
+            let result = failure
+            queue.async { self.delegate?.peripheralManager(self, didAdd: service, error: result) }
+        }
+    }
+
+    /// Unpublishes `service` (`UnregisterApplication`).
+    public func remove(_ service: MutableService) {
+        let (application, client) = shared.withLock { ($0.applications.removeValue(forKey: ObjectIdentifier(service)), $0.client) }
+        guard let application else { return }
+        Task { await application.unregister(from: await adapterPath(client)) }
+    }
+
+    /// Unpublishes every service.
+    public func removeAllServices() {
+        let (applications, client) = shared.withLock { state in
+            defer { state.applications.removeAll() }
+            return (Array(state.applications.values), state.client)
+        }
+        Task {
+            let adapter = await adapterPath(client)
+            for application in applications { await application.unregister(from: adapter) }
+        }
+    }
+
+    // MARK: Advertising
+
+    /// Starts advertising Core Bluetooth's two keys, the local name
+    /// (`CBAdvertisementDataLocalNameKey`) and service UUIDs
+    /// (`CBAdvertisementDataServiceUUIDsKey`), plus on Linux manufacturer data,
+    /// service data and solicited UUIDs.
+    ///
+    /// Content that cannot fit a legacy advertisement (31 bytes) is refused with
+    /// ``BluetoothError`` `advertisingDataTooLarge` — never silently cut.
+    public func startAdvertising(_ advertisementData: [String: Any]?) {
+        let data: AdvertisementData
+        do throws(AdvertisementDataError) {
+            data = try AdvertisementData(dictionary: advertisementData ?? [:])
+        } catch {
+            let failure = BluetoothError(.invalidParameters, message: "\(error)")
+            return queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure) }
+        }
+        startAdvertising(data)
+    }
+
+    /// Starts advertising typed advertisement data.
+    public func startAdvertising(_ data: AdvertisementData) {
+        var manufacturer: [UInt16: [UInt8]] = [:]
+        if let bytes = data.manufacturerData, bytes.count >= 2 {
+            manufacturer[UInt16(bytes[bytes.startIndex]) | UInt16(bytes[bytes.startIndex + 1]) << 8] = Array(bytes.dropFirst(2))
+        }
+        let content = BlueZAdvertisement.Content(
+            localName: data.localName, serviceUUIDs: data.serviceUUIDs.map(\.bluezString),
+            solicitUUIDs: data.solicitedServiceUUIDs.map(\.bluezString), manufacturerData: manufacturer,
+            serviceData: Dictionary(uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }))
+        Task {
+            let error = await advertise(content)
+            shared.withLock { $0.isAdvertising = error == nil }
+            queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: error) }
+        }
+    }
+
+    /// Stops advertising (`UnregisterAdvertisement`).
+    public func stopAdvertising() {
+        let (advertisement, client) = shared.withLock { state in
+            defer {
+                state.advertisement = nil
+                state.isAdvertising = false
+            }
+            return (state.advertisement, state.client)
+        }
+        guard let advertisement else { return }
+        Task { await advertisement.unregister(from: await adapterPath(client)) }
+    }
+
+    // MARK: Requests
+
+    /// Answers a read or write request (for a batch of writes, the first one).
+    ///
+    /// With `.success`, a read is answered with `request.value`. Any other
+    /// result becomes the BlueZ error that bluetoothd turns into that ATT
+    /// error code (application errors 0x80–0x9F included).
+    public func respond(to request: ATTRequest, withResult result: ATTError.Code) {
+        guard result == .success else {
+            let (name, message) = result.bluezReplyError ?? ("org.bluez.Error.Failed", "0x0e")
+            return request.bluez.fail(name: name, message: message)
+        }
+        request.bluez.respond(Array(request.value ?? Data()))
+    }
+
+    /// Sends `value` to the centrals subscribed to `characteristic` (`PropertiesChanged`
+    /// on its `Value`; bluetoothd notifies or indicates each subscriber).
+    ///
+    /// Returns true when the value was handed to bluetoothd. `centrals` is
+    /// accepted for source compatibility; per-central sending needs
+    /// AcquireNotify and is not built yet, so every subscriber gets the value.
+    @discardableResult
+    public func updateValue(_ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?)
+        -> Bool
+    {
+        let target = shared.withLock { $0.characteristics[ObjectIdentifier(characteristic)] }
+        guard let (application, id) = target else { return false }
+        application.notify(id, value: Array(value))
+        return true
+    }
+
+    // MARK: Internals
+
+    private func start() async {
+        let connection: DBusConnection
+        do throws(DBusError) {
+            if let address = options.busAddress {
+                connection = try await DBusConnection.open(address: address, label: "bluezkit.peripheral")
+            } else {
+                connection = try await DBusConnection.systemBus(label: "bluezkit.peripheral")
+            }
+        } catch {
+            return setState(error.code == .accessDenied ? .unauthorized : .unsupported)
+        }
+        let client = BlueZCentralClient(connection: connection, adapter: options.adapter) { [weak self] event in
+            guard let self, case .adapterChanged(let status) = event else { return }
+            self.adapterChanged(status)
+        }
+        shared.withLock { $0.client = client }
+        do throws(DBusError) { try await client.start() } catch { setState(.unsupported) }
+    }
+
+    private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
+        let state: ManagerState = shared.withLock { shared in
+            switch status {
+            case .serviceAbsent: return shared.everHadService ? .resetting : .unsupported
+            case .noAdapter:
+                shared.everHadService = true
+                return .unsupported
+            case .present(let address, let powered):
+                shared.everHadService = true
+                shared.adapterAddress = address
+                return powered ? .poweredOn : .poweredOff
+            }
+        }
+        setState(state)
+    }
+
+    private func setState(_ newState: ManagerState) {
+        queue.async {
+            let changed = self.shared.withLock { shared in
+                defer { shared.state = newState }
+                return shared.state != newState
+            }
+            if changed { self.delegate?.peripheralManagerDidUpdateState(self) }
+        }
+    }
+
+    func adapterPath(_ client: BlueZCentralClient?) async -> ObjectPath? {
+        guard let client else { return nil }
+        return await withCheckedContinuation { c in client.connection.queue.async { c.resume(returning: client.adapterObjectPath) } }
+    }
+}

@@ -1,0 +1,34 @@
+/// The methods a peripheral manager calls to report its state, its services,
+/// advertising and the requests of centrals.
+///
+/// Every method is called on the manager's `queue`, in order. All but
+/// ``peripheralManagerDidUpdateState(_:)`` have empty default implementations.
+public protocol PeripheralManagerDelegate: AnyObject {
+    /// The manager's ``PeripheralManager/state`` changed.
+    func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager)
+    /// ``PeripheralManager/add(_:)`` finished (`GattManager1.RegisterApplication` answered).
+    func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?)
+    /// ``PeripheralManager/startAdvertising(_:)`` finished.
+    func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?)
+    /// A central reads a dynamic characteristic: set `request.value`, then call
+    /// ``PeripheralManager/respond(to:withResult:)`` exactly once.
+    func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest)
+    /// A central writes: answer the first request with ``PeripheralManager/respond(to:withResult:)``
+    /// (writes without response need no answer).
+    func peripheralManager(_ peripheral: PeripheralManager, didReceiveWrite requests: [ATTRequest])
+}
+
+extension PeripheralManagerDelegate {
+    /// Does nothing.
+    public func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {}
+    /// Does nothing.
+    public func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?) {}
+    /// Answers `requestNotSupported`, so that an app without this method does not leave centrals waiting.
+    public func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
+        peripheral.respond(to: request, withResult: .requestNotSupported)
+    }
+    /// Answers `requestNotSupported`.
+    public func peripheralManager(_ peripheral: PeripheralManager, didReceiveWrite requests: [ATTRequest]) {
+        if let first = requests.first { peripheral.respond(to: first, withResult: .requestNotSupported) }
+    }
+}

@@ -1,0 +1,68 @@
+internal import DBus
+
+/// Builds a ``SimulatedGATTApplication`` from the reply to `GetManagedObjects`, validating it as
+/// bluetoothd 5.66 does in `client_ready_cb` (`src/gatt-database.c`).
+enum GATTApplicationParser {
+    static let serviceInterface = "org.bluez.GattService1"
+    static let characteristicInterface = "org.bluez.GattCharacteristic1"
+    static let descriptorInterface = "org.bluez.GattDescriptor1"
+    static let profileInterface = "org.bluez.GattProfile1"
+    /// The flags `parse_desc_flags` accepts.
+    static let descriptorFlags: Set<String> = [
+        "read", "write", "encrypt-read", "encrypt-write", "encrypt-authenticated-read", "encrypt-authenticated-write",
+        "secure-read", "secure-write", "authorize",
+    ]
+    /// GAP and GATT: bluetoothd serves them itself and rejects an application's.
+    static let reservedUUIDs: Set<String> = [BluetoothText.uuid("1800") ?? "", BluetoothText.uuid("1801") ?? ""]
+
+    /// The application, or the `Failed` error bluetoothd replies with.
+    static func parse(_ reply: DBusValue?, owner: String, root: ObjectPath) -> Result<SimulatedGATTApplication, DBusError> {
+        var objects: [(ObjectPath, [String: [String: DBusValue]])] = []
+        for entry in reply?.dictionaryEntries ?? [] {
+            guard let path = entry.key.objectPathValue, path == root || path.isDescendant(of: root) else { continue }
+            var interfaces: [String: [String: DBusValue]] = [:]
+            for item in entry.value.dictionaryEntries ?? [] {
+                guard let name = item.key.stringValue, !name.hasPrefix("org.freedesktop.DBus.") else { continue }
+                interfaces[name] = item.value.stringKeyedDictionary ?? [:]
+            }
+            if !interfaces.isEmpty { objects.append((path, interfaces)) }
+        }
+        objects.sort { $0.0 < $1.0 }
+        guard !objects.isEmpty else { return .failure(BlueZErrors.failed("No object received")) }
+        let invalid = BlueZErrors.failed("No valid service object found")
+        var services: [SimulatedGATTApplication.Service] = []
+        for (path, interfaces) in objects {
+            guard let properties = interfaces[serviceInterface] else { continue }
+            guard let uuid = uuid(properties), let primary = properties["Primary"]?.boolValue else { return .failure(invalid) }
+            services.append(.init(path: path.rawValue, uuid: uuid, isPrimary: primary, characteristics: []))
+        }
+        for (path, interfaces) in objects {
+            guard let properties = interfaces[characteristicInterface] else { continue }
+            guard let uuid = uuid(properties), let service = properties["Service"]?.objectPathValue?.rawValue,
+                let index = services.firstIndex(where: { $0.path == service }),
+                let flags = properties["Flags"]?.stringArrayValue, case .success = AttributeFlags.parse(flags)
+            else { return .failure(invalid) }
+            services[index].characteristics.append(.init(path: path.rawValue, uuid: uuid, flags: flags, descriptors: []))
+        }
+        for (path, interfaces) in objects {
+            guard let properties = interfaces[descriptorInterface] else { continue }
+            guard let uuid = uuid(properties), let owner = properties["Characteristic"]?.objectPathValue?.rawValue,
+                let flags = properties["Flags"]?.stringArrayValue, flags.allSatisfy(descriptorFlags.contains),
+                let serviceIndex = services.firstIndex(where: { $0.characteristics.contains { $0.path == owner } }),
+                let index = services[serviceIndex].characteristics.firstIndex(where: { $0.path == owner })
+            else { return .failure(invalid) }
+            services[serviceIndex].characteristics[index].descriptors.append(.init(path: path.rawValue, uuid: uuid, flags: flags))
+        }
+        let profiles = objects.contains { $0.1[profileInterface] != nil }
+        guard !services.isEmpty || profiles else { return .failure(invalid) }
+        return .success(SimulatedGATTApplication(owner: owner, path: root.rawValue, services: services))
+    }
+
+    /// `parse_uuid`: a valid UUID string that is not GAP or GATT.
+    private static func uuid(_ properties: [String: DBusValue]) -> String? {
+        guard case .string(let text)? = properties["UUID"]?.unwrappingVariants, let uuid = BluetoothText.uuid(text),
+            !reservedUUIDs.contains(uuid)
+        else { return nil }
+        return uuid
+    }
+}

@@ -1,0 +1,83 @@
+internal import DBus
+
+/// What virtual centrals need from bluetoothd: the registered attribute they address, and the
+/// per-characteristic notification count (`ntfy_cnt` of `struct external_chrc`).
+extension SimulatorCore {
+    /// The registered characteristic a central addresses, with the connection to reach its application.
+    struct CentralTarget: Sendable {
+        let connection: DBusConnection
+        let owner: BusName
+        let characteristic: SimulatedGATTApplication.Characteristic
+
+        var path: ObjectPath { (try? ObjectPath(characteristic.path)) ?? .root }
+        var key: String { owner.rawValue + " " + characteristic.path }
+
+        func has(anyOf flags: Set<String>) -> Bool { characteristic.flags.contains { flags.contains($0) } }
+    }
+
+    /// The first registered characteristic with these UUIDs on `adapter`; nil when there is none.
+    func centralTarget(adapter: String, serviceUUID: String, characteristicUUID: String) -> CentralTarget? {
+        run {
+            guard let connection, adapters[adapter] != nil else { return nil }
+            for registration in applications where registration.adapter == adapter {
+                guard let application = registration.application,
+                    let characteristic = application.characteristic(
+                        serviceUUID: serviceUUID, characteristicUUID: characteristicUUID),
+                    let owner = try? BusName(application.owner)
+                else { continue }
+                return CentralTarget(connection: connection, owner: owner, characteristic: characteristic)
+            }
+            return nil
+        }
+    }
+
+    /// Counts one more (`delta` 1) or one fewer (-1) subscribed central; returns the new count.
+    func changeNotifyCount(_ key: String, by delta: Int) -> Int {
+        run {
+            let count = max(0, (applicationNotifyCounts[key] ?? 0) + delta)
+            applicationNotifyCounts[key] = count == 0 ? nil : count
+            return count
+        }
+    }
+
+    /// `dbus_error_to_att_ecode` (`src/gatt-database.c`): the ATT error an application's D-Bus error becomes.
+    ///
+    /// - Parameter permissionError: `0x02` for reads, `0x03` for writes (what `NotPermitted` becomes).
+    static func attCode(for error: DBusError, permissionError: UInt8) -> UInt8 {
+        switch error.name {
+        case BlueZErrors.prefix + "Failed":
+            guard let code = parseCode(error.message) else { return 0x80 }
+            return (0x80...0x9f).contains(code) ? UInt8(code) : 0x0e
+        case BlueZErrors.prefix + "NotSupported": return 0x06
+        case BlueZErrors.prefix + "NotAuthorized": return 0x08
+        case BlueZErrors.prefix + "InvalidValueLength": return 0x0d
+        case BlueZErrors.prefix + "InvalidOffset": return 0x07
+        case BlueZErrors.prefix + "InProgress": return 0xfe
+        case BlueZErrors.prefix + "ImproperlyConfigured": return 0xfd
+        case BlueZErrors.prefix + "NotPermitted": return permissionError
+        default: return 0x0e
+        }
+    }
+
+    /// `strtol(message, &end, 0)` that must consume the whole message: decimal, `0x` hex or leading-`0` octal.
+    private static func parseCode(_ message: String) -> Int? {
+        if message.isEmpty { return 0 }  // strtol stops at once, and the end is the terminator
+        var text = Substring(message)
+        var sign = 1
+        if let first = text.first, first == "-" || first == "+" {
+            sign = first == "-" ? -1 : 1
+            text = text.dropFirst()
+        }
+        let radix: Int
+        if text.hasPrefix("0x") || text.hasPrefix("0X") {
+            radix = 16
+            text = text.dropFirst(2)
+        } else if text.hasPrefix("0") && text.count > 1 {
+            radix = 8
+        } else {
+            radix = 10
+        }
+        guard !text.isEmpty, let value = Int(text, radix: radix) else { return nil }
+        return sign * value
+    }
+}

@@ -1,0 +1,117 @@
+import BlueZKitTesting
+import DBus
+import Testing
+
+@Suite struct CentralTests {
+    static let characteristic = "/app/service0/char0"
+    static let devicePath = "/org/bluez/hci0/dev_11_22_33_44_55_66"
+
+    /// A rig with the standard application registered and a central with MTU 185 on hci0.
+    static func setUp(flags: [String] = ["read", "write", "notify", "write-without-response"]) async throws
+        -> (Rig, TestGATTApplication, SimulatedCentral)
+    {
+        let rig = try await Rig.start()
+        let app = try await TestGATTApplication.standard(address: rig.bluez.busAddress, flags: flags)
+        try await app.register()
+        let central = try rig.bluez.addCentral(address: "11:22:33:44:55:66", mtu: 185)
+        return (rig, app, central)
+    }
+
+    @Test func readsAndWritesCarryBlueZsOptions() async throws {
+        let (rig, app, central) = try await Self.setUp()
+        defer { app.close(); rig.stop() }
+        #expect(central.devicePath == Self.devicePath)
+        app.state.withLock { $0.values[Self.characteristic] = [1, 2, 3] }
+        #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A37") == [1, 2, 3])
+        let base: [String: DBusValue] = ["device": .objectPath(try ObjectPath(Self.devicePath)), "link": .string("LE"), "mtu": .uint16(185)]
+        #expect(app.calls.last == .init(member: "ReadValue", path: Self.characteristic, options: base))
+        _ = try await central.read(serviceUUID: "180D", characteristicUUID: "2A37", offset: 2)
+        #expect(app.calls.last?.options == base.merging(["offset": .uint16(2)]) { $1 })
+        try await central.write(serviceUUID: "180D", characteristicUUID: uuid16("2A37"), value: [9, 8], offset: 1)
+        #expect(app.calls.last == .init(member: "WriteValue", path: Self.characteristic, options: base.merging(["offset": .uint16(1)]) { $1 }, value: [9, 8]))
+        try await central.write(serviceUUID: "180D", characteristicUUID: "2A37", value: [7], type: .command)
+        #expect(app.calls.last == .init(member: "WriteValue", path: Self.characteristic, options: base, value: [7]))
+        #expect(app.state.withLock { $0.values[Self.characteristic] } == [7])
+    }
+
+    @Test func applicationErrorsBecomeATTErrorsAsInBlueZ() async throws {
+        let (rig, app, central) = try await Self.setUp()
+        defer { app.close(); rig.stop() }
+        let cases: [(String, String, UInt8, UInt8)] = [
+            ("org.bluez.Error.NotPermitted", "", 0x02, 0x03),
+            ("org.bluez.Error.NotAuthorized", "", 0x08, 0x08),
+            ("org.bluez.Error.InvalidOffset", "", 0x07, 0x07),
+            ("org.bluez.Error.InvalidValueLength", "", 0x0D, 0x0D),
+            ("org.bluez.Error.NotSupported", "", 0x06, 0x06),
+            ("org.bluez.Error.Failed", "0x85", 0x85, 0x85),
+            ("org.bluez.Error.Failed", "0x20", 0x0E, 0x0E),
+            ("org.bluez.Error.Failed", "something broke", 0x80, 0x80),
+            ("org.example.Error.Weird", "", 0x0E, 0x0E),
+        ]
+        for (name, message, readCode, writeCode) in cases {
+            app.state.withLock {
+                $0.readError = DBusError(name: name, message: message)
+                $0.writeError = DBusError(name: name, message: message)
+            }
+            await #expect(throws: SimulatedATTError(code: readCode), "\(name) \(message)") {
+                try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
+            }
+            await #expect(throws: SimulatedATTError(code: writeCode), "\(name) \(message)") {
+                try await central.write(serviceUUID: "180D", characteristicUUID: "2A37", value: [1])
+            }
+            // A write command has no response: the application's error goes nowhere.
+            try await central.write(serviceUUID: "180D", characteristicUUID: "2A37", value: [1], type: .command)
+        }
+        await #expect(throws: SimulatedATTError.invalidHandle) {
+            try await central.read(serviceUUID: "180D", characteristicUUID: "2A38")
+        }
+    }
+
+    @Test func flagsDecideWhatReachesTheApplication() async throws {
+        let (rig, app, central) = try await Self.setUp(flags: ["write"])
+        defer { app.close(); rig.stop() }
+        await #expect(throws: SimulatedATTError.readNotPermitted) {
+            try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
+        }
+        await #expect(throws: SimulatedATTError.writeNotPermitted) {
+            try await central.write(serviceUUID: "180D", characteristicUUID: "2A37", value: [1], type: .command)
+        }
+        await #expect(throws: SimulatedATTError(code: 0xFD)) {
+            try await central.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        }
+        #expect(app.calls.isEmpty)
+    }
+
+    @Test func subscribersReceiveTheApplicationsValueChanges() async throws {
+        let (rig, app, central) = try await Self.setUp()
+        defer { app.close(); rig.stop() }
+        let other = try rig.bluez.addCentral(address: "11:22:33:44:55:77")
+        let values = try await central.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        let otherValues = try await other.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        // bluetoothd calls StartNotify for every enabling central.
+        #expect(app.calls.map(\.member) == ["StartNotify", "StartNotify"])
+        try app.notify(Self.characteristic, [0x06, 72])
+        var iterator = values.makeAsyncIterator()
+        #expect(await iterator.next() == [0x06, 72])
+        var otherIterator = otherValues.makeAsyncIterator()
+        #expect(await otherIterator.next() == [0x06, 72])
+        // StopNotify only when the last central disables notifications.
+        try await central.unsubscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        #expect(await iterator.next() == nil)
+        #expect(app.calls.map(\.member) == ["StartNotify", "StartNotify"])
+        try await other.unsubscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        #expect(app.calls.map(\.member) == ["StartNotify", "StartNotify", "StopNotify"])
+    }
+
+    @Test func addCentralValidatesItsArguments() async throws {
+        let rig = try await Rig.start()
+        defer { rig.stop() }
+        #expect(throws: SimulatedBlueZError.self) { try rig.bluez.addCentral(address: "not an address") }
+        let central = try rig.bluez.addCentral(address: "aa:bb:cc:dd:ee:ff")
+        #expect(central.address == "AA:BB:CC:DD:EE:FF")
+        #expect(central.adapter.name == "hci0")
+        await #expect(throws: SimulatedATTError.invalidHandle) {
+            try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import BlueZKit
+import BlueZKitTesting
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+@Suite struct PeripheralManagerTests {
+    final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.peripheral-manager")
+        let log = Mutex<[String]>([])
+        let errors = Mutex<[(any Error)?]>([])
+        func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {
+            let state = peripheral.state
+            log.withLock { $0.append("state \(state)") }
+        }
+        func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?) {
+            log.withLock { $0.append("advertising") }
+            errors.withLock { $0.append(error) }
+        }
+    }
+
+    @Test func followsTheAdapterState() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        let recorder = Recorder()
+        let manager = PeripheralManager(
+            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        bluez.adapters.first?.setPowered(false)
+        try await waitUntil("powered off") { manager.state == .poweredOff }
+        #expect(recorder.log.withLock { $0 } == ["state poweredOn", "state poweredOff"])
+    }
+
+    @Test func refusesAdvertisementsThatDoNotFitInsteadOfCuttingThem() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        let recorder = Recorder()
+        let manager = PeripheralManager(
+            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        // 3 (flags) + 2 + 16 (one 128-bit UUID) + 2 + 12 (name) = 35 bytes > 31.
+        manager.startAdvertising([
+            CBAdvertisementDataLocalNameKey: "A long name.",
+            CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")!],
+        ])
+        try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
+        let error = try #require(recorder.errors.withLock { $0.first } as? BluetoothError)
+        #expect(error.code == .advertisingDataTooLarge)
+        #expect(!manager.isAdvertising)
+    }
+
+    @Test func refusesMistypedAdvertisementData() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        let recorder = Recorder()
+        let manager = PeripheralManager(
+            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        manager.startAdvertising([CBAdvertisementDataLocalNameKey: 42])
+        try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
+        #expect((recorder.errors.withLock { $0.first } as? BluetoothError)?.code == .invalidParameters)
+    }
+}

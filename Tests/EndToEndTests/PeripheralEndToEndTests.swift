@@ -1,0 +1,102 @@
+import BlueZKit
+import Foundation
+import Synchronization
+import Testing
+
+/// In the same serialized suite as the central test: both use hci0 and hci1.
+extension EndToEndTests {
+    /// Our heart-rate peripheral on hci1, our central on hci0, through the real bluetoothd.
+    @Test func ourCentralAgainstOurPeripheral() async throws {
+        let server = E2EPeripheralManagerDelegate()
+        let manager = PeripheralManager(
+            delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
+        try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
+
+        let measurement = MutableCharacteristic(
+            type: BluetoothUUID(0x2A37), properties: [.notify], value: nil, permissions: [])
+        let location = MutableCharacteristic(
+            type: BluetoothUUID(0x2A38), properties: [.read], value: Data([0x02]), permissions: [.readable])
+        let control = MutableCharacteristic(
+            type: BluetoothUUID(0x2A39), properties: [.write], value: nil, permissions: [.writeable])
+        let service = MutableService(type: BluetoothUUID(0x180D), primary: true)
+        service.characteristics = [measurement, location, control]
+        manager.add(service)
+        try await waitUntil("service added", timeout: .seconds(30)) { server.log.contains("added") }
+        #expect(server.log == ["added"])
+
+        let central = E2ECentralDelegate()
+        let centralManager = CentralManager(
+            delegate: central, queue: central.queue, options: CentralManagerOptions(adapter: "hci0"))
+        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { centralManager.state == .poweredOn }
+        centralManager.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        try await waitUntil("scanning") { centralManager.isScanning }
+        manager.startAdvertising([
+            CBAdvertisementDataLocalNameKey: "BlueZKit HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)],
+        ])
+        try await waitUntil("advertising", timeout: .seconds(30)) { server.log.contains("advertising") }
+        #expect(manager.isAdvertising)
+        try await waitUntil("discovered our peripheral", timeout: .seconds(60)) { central.discovered != nil }
+        centralManager.stopScan()
+        let sensor = try #require(central.discovered)
+
+        let recorder = E2EPeripheralDelegate()
+        sensor.delegate = recorder
+        centralManager.connect(sensor)
+        try await waitUntil("connected", timeout: .seconds(60)) { sensor.state == .connected }
+        sensor.discoverServices([BluetoothUUID(0x180D)])
+        try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
+        let remote = try #require(sensor.services?.first)
+        sensor.discoverCharacteristics(nil, for: remote)
+        try await waitUntil("characteristics") { recorder.count("characteristics") == 1 }
+        let characteristics = try #require(remote.characteristics)
+        let remoteMeasurement = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A37) })
+        let remoteLocation = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A38) })
+        let remoteControl = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A39) })
+
+        sensor.readValue(for: remoteLocation)
+        try await waitUntil("read the static value") { recorder.count("value 2A38") == 1 }
+        #expect(remoteLocation.value == Data([0x02]))
+
+        sensor.writeValue(Data([0x01]), for: remoteControl, type: .withResponse)
+        try await waitUntil("write accepted") { recorder.count("wrote 2A39") == 1 }
+        #expect(recorder.errors.isEmpty)
+        #expect(server.log.contains("write 2A39 01"))
+        sensor.writeValue(Data([0x05]), for: remoteControl, type: .withResponse)
+        try await waitUntil("write refused") { recorder.count("wrote 2A39") == 2 }
+        #expect((recorder.errors.last as? ATTError)?.code == .application(0x80))
+
+        sensor.setNotifyValue(true, for: remoteMeasurement)
+        try await waitUntil("subscribed") { recorder.count("notifying 2A37 true") == 1 }
+        try await waitUntil("a notification arrives", timeout: .seconds(30)) {
+            _ = manager.updateValue(Data([0x00, 72]), for: measurement, onSubscribedCentrals: nil)
+            return recorder.count("value 2A37") >= 1
+        }
+        #expect(remoteMeasurement.value == Data([0x00, 72]))
+
+        centralManager.cancelPeripheralConnection(sensor)
+        try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
+        manager.stopAdvertising()
+        manager.removeAllServices()
+        #expect(!manager.isAdvertising)
+    }
+}
+
+final class E2EPeripheralManagerDelegate: PeripheralManagerDelegate, @unchecked Sendable {
+    let queue = DispatchQueue(label: "e2e.peripheral")
+    private let events = Mutex<[String]>([])
+    var log: [String] { events.withLock { $0 } }
+
+    func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+    func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
+        events.withLock { $0.append(error == nil ? "added" : "add failed: \(error!)") }
+    }
+    func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?) {
+        events.withLock { $0.append(error == nil ? "advertising" : "advertising failed: \(error!)") }
+    }
+    func peripheralManager(_ peripheral: PeripheralManager, didReceiveWrite requests: [ATTRequest]) {
+        guard let first = requests.first else { return }
+        let hex = (first.value ?? Data()).map { String(format: "%02x", $0) }.joined()
+        events.withLock { $0.append("write \(first.characteristic.uuid) \(hex)") }
+        peripheral.respond(to: first, withResult: first.value == Data([0x01]) ? .success : .application(0x80))
+    }
+}

@@ -29,32 +29,41 @@ enum GATTApplicationParser {
         }
         objects.sort { $0.0 < $1.0 }
         guard !objects.isEmpty else { return .failure(BlueZErrors.failed("No object received")) }
+        // `register_service` and friends check the structure; `database_add_app` then parses UUIDs and
+        // `Primary`, and fails with its own message.
         let invalid = BlueZErrors.failed("No valid service object found")
+        var unparsable = false
         var services: [SimulatedGATTApplication.Service] = []
         for (path, interfaces) in objects {
             guard let properties = interfaces[serviceInterface] else { continue }
-            guard let uuid = uuid(properties), let primary = properties["Primary"]?.boolValue else { return .failure(invalid) }
-            services.append(.init(path: path.rawValue, uuid: uuid, isPrimary: primary, characteristics: []))
+            let uuid = uuid(properties), primary = properties["Primary"]?.boolValue
+            if uuid == nil || primary == nil { unparsable = true }
+            services.append(.init(path: path.rawValue, uuid: uuid ?? "", isPrimary: primary ?? false, characteristics: []))
         }
         for (path, interfaces) in objects {
             guard let properties = interfaces[characteristicInterface] else { continue }
-            guard let uuid = uuid(properties), let service = properties["Service"]?.objectPathValue?.rawValue,
+            guard let service = properties["Service"]?.objectPathValue?.rawValue,
                 let index = services.firstIndex(where: { $0.path == service }),
                 let flags = properties["Flags"]?.stringArrayValue, case .success = AttributeFlags.parse(flags)
             else { return .failure(invalid) }
-            services[index].characteristics.append(.init(path: path.rawValue, uuid: uuid, flags: flags, descriptors: []))
+            let uuid = uuid(properties)
+            if uuid == nil { unparsable = true }
+            services[index].characteristics.append(.init(path: path.rawValue, uuid: uuid ?? "", flags: flags, descriptors: []))
         }
         for (path, interfaces) in objects {
             guard let properties = interfaces[descriptorInterface] else { continue }
-            guard let uuid = uuid(properties), let owner = properties["Characteristic"]?.objectPathValue?.rawValue,
+            guard let owner = properties["Characteristic"]?.objectPathValue?.rawValue,
                 let flags = properties["Flags"]?.stringArrayValue, flags.allSatisfy(descriptorFlags.contains),
                 let serviceIndex = services.firstIndex(where: { $0.characteristics.contains { $0.path == owner } }),
                 let index = services[serviceIndex].characteristics.firstIndex(where: { $0.path == owner })
             else { return .failure(invalid) }
-            services[serviceIndex].characteristics[index].descriptors.append(.init(path: path.rawValue, uuid: uuid, flags: flags))
+            let uuid = uuid(properties)
+            if uuid == nil { unparsable = true }
+            services[serviceIndex].characteristics[index].descriptors.append(.init(path: path.rawValue, uuid: uuid ?? "", flags: flags))
         }
         let profiles = objects.contains { $0.1[profileInterface] != nil }
         guard !services.isEmpty || profiles else { return .failure(invalid) }
+        guard !unparsable else { return .failure(BlueZErrors.failed("Failed to create entry in database")) }
         return .success(SimulatedGATTApplication(owner: owner, path: root.rawValue, services: services))
     }
 

@@ -103,4 +103,10 @@ public final class SimulatedAdapter: Sendable {
     public var registeredApplications: [SimulatedGATTApplication] {
         core?.registeredApplications(adapter: name) ?? []
     }
+
+    /// The advertisements registered on this adapter with `org.bluez.LEAdvertisingManager1.RegisterAdvertisement`,
+    /// oldest first (a registration whose properties bluetoothd is still reading is not listed).
+    public var registeredAdvertisements: [SimulatedAdvertisement] {
+        core?.registeredAdvertisements(adapter: name) ?? []
+    }
 }

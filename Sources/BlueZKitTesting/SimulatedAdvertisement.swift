@@ -26,6 +26,8 @@ public struct SimulatedAdvertisement: Sendable, Hashable {
     public var appearance: UInt16?
     /// `Discoverable`, if set.
     public var discoverable: Bool?
+    /// `Timeout` in seconds, if set: bluetoothd calls `Release` and drops the advertisement when it expires.
+    public var timeout: UInt16?
 
     /// The length of the advertising data bluetoothd hands to the kernel (without what the kernel adds).
     public var dataLength: Int {

@@ -30,10 +30,15 @@ import Synchronization
 /// - `AdvertisingFlags` is always served (bluetoothd needs `--experimental`);
 ///   `AdvertisingData`, `WakeAllowed`, `Icon` and `Class` of devices are not;
 /// - `Introspect` returns only the standard interfaces (the D-Bus layer answers it);
-/// - pairing is just-works (no agent is called yet) and `AcquireWrite`,
-///   `AcquireNotify` and `LEAdvertisingManager1` are not served yet; `GattManager1`
-///   registers applications (see ``SimulatedCentral``) but does not publish them
-///   to other simulated adapters.
+/// - pairing is just-works (no agent is called yet) and `AcquireWrite` and
+///   `AcquireNotify` are not served yet;
+/// - `GattManager1` registers applications for ``SimulatedCentral``s to use, but
+///   does not publish them to other simulated adapters, and ignores changes to an
+///   application's tree after it registered;
+/// - `LEAdvertisingManager1` ignores `Data`, `Duration`, `DiscoverableTimeout`,
+///   the intervals and `TxPower` (as bluetoothd does without `--experimental`);
+///   a registered advertisement is seen by the other adapters present (merged
+///   with the adapter's other advertisements, as one device).
 public final class SimulatedBlueZ: Sendable {
     let core: SimulatorCore
     private let daemon: PrivateBusDaemon
@@ -200,7 +205,8 @@ public final class SimulatedBlueZ: Sendable {
     // MARK: Centrals
 
     /// Connects a virtual central with `address` to `adapter` (the first adapter when nil), to act on
-    /// the GATT applications registered there; see ``SimulatedCentral``.
+    /// the GATT applications registered there; see ``SimulatedCentral``. Clients see its `Device1`
+    /// appear connected (when the adapter is powered; else call ``SimulatedCentral/connect()`` later).
     ///
     /// - Parameter mtu: the ATT MTU of the link (the `mtu` option the applications see).
     /// - Throws: `invalidConfiguration` for a bad address; `notFound` when the adapter is not present.
@@ -213,7 +219,9 @@ public final class SimulatedBlueZ: Sendable {
         guard let target = adapter ?? adapters.first, target.isPresent else {
             throw SimulatedBlueZError(.notFound, "there is no adapter")
         }
-        return SimulatedCentral(address: canonical, adapter: target, mtu: mtu, core: core)
+        let central = SimulatedCentral(address: canonical, adapter: target, mtu: mtu, core: core)
+        central.connect()
+        return central
     }
 
     // MARK: Faults

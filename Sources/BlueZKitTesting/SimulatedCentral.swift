@@ -11,7 +11,12 @@ import Synchronization
 /// (`"LE"`) and `mtu`. Errors the application replies with become ``SimulatedATTError``s as in
 /// bluetoothd's `dbus_error_to_att_ecode`.
 ///
-/// Differences from bluetoothd: no `Device1` object is created for the central; security flags
+/// While connected, bluetoothd keeps a `Device1` for the central at ``devicePath`` with
+/// `Connected` true (powering the adapter off or a `Device1.Disconnect` drops the link). A
+/// disconnected central's operations throw ``SimulatedATTError/unlikelyError``.
+///
+/// Differences from bluetoothd: the central's own GATT database is not browsed (its `Device1` never
+/// resolves services); security flags
 /// (`encrypt-read`, `secure-write`, …) allow the operation as their plain forms do; a write command
 /// waits for the application to handle it (its errors are still dropped, as a write command has no
 /// response).
@@ -30,6 +35,8 @@ public final class SimulatedCentral: Sendable {
 
     private struct Subscription: Sendable {
         let signals: DBusSubscription
+        /// Ends the stream when the application leaves the bus.
+        let owner: DBusSubscription
         let continuation: AsyncStream<[UInt8]>.Continuation
     }
 
@@ -52,9 +59,26 @@ public final class SimulatedCentral: Sendable {
     deinit {
         for subscription in subscriptions.withLock({ Array($0.values) }) {
             subscription.signals.cancel()
+            subscription.owner.cancel()
             subscription.continuation.finish()
         }
     }
+
+    /// Connects the central again after ``disconnect()`` or a dropped link (its `Device1` shows `Connected`).
+    ///
+    /// - Returns: false when the adapter is absent or powered off.
+    @discardableResult
+    public func connect() -> Bool {
+        core?.centralConnected(adapter: adapter.name, address: address, mtu: mtu) ?? false
+    }
+
+    /// Drops the link from the central's side: its `Device1` turns `Connected` false.
+    public func disconnect() {
+        core?.centralDisconnected(adapter: adapter.name, address: address)
+    }
+
+    /// Whether the central is connected to its adapter.
+    public var isConnected: Bool { core?.isCentralConnected(adapter: adapter.name, address: address) ?? false }
 
     /// The `device` option: the `Device1` path bluetoothd uses for this central, under its adapter.
     public var devicePath: String { SimulatorCore.devicePath(adapter: adapter.name, address: address).rawValue }
@@ -62,7 +86,8 @@ public final class SimulatedCentral: Sendable {
     /// Reads the characteristic from `offset`, as an ATT Read (Blob) Request: the application's `ReadValue`.
     ///
     /// - Throws: ``SimulatedATTError/invalidHandle`` when no registered application has the
-    ///   characteristic, ``SimulatedATTError/readNotPermitted`` when its flags do not allow reads,
+    ///   characteristic (``SimulatedATTError/unlikelyError`` when the central is not connected),
+    ///   ``SimulatedATTError/readNotPermitted`` when its flags do not allow reads,
     ///   else the application's error mapped as bluetoothd maps it (``SimulatedATTError/unlikelyError``
     ///   for a reply that is not `ay`).
     public func read(serviceUUID: String, characteristicUUID: String, offset: UInt16 = 0) async throws(SimulatedATTError) -> [UInt8] {
@@ -104,10 +129,11 @@ public final class SimulatedCentral: Sendable {
     }
 
     /// Enables notifications (writes the characteristic's CCC): bluetoothd calls the application's
-    /// `StartNotify`, and every `PropertiesChanged` of its `Value` arrives on the returned stream.
+    /// `StartNotify`, and every `PropertiesChanged` of its `Value` arrives on the returned stream,
+    /// which finishes when the application leaves the bus.
     ///
     /// Returns once the application handled `StartNotify` (whose errors bluetoothd ignores).
-    /// Subscribing again replaces (and finishes) the previous stream.
+    /// Subscribing again replaces (and finishes) the previous stream, without another `StartNotify`.
     ///
     /// - Throws: ``SimulatedATTError/invalidHandle`` when no registered application has the
     ///   characteristic; error `0xFD` (CCC improperly configured) when it cannot notify or indicate.
@@ -118,6 +144,7 @@ public final class SimulatedCentral: Sendable {
         let rule = DBusMatchRule(
             sender: target.owner, path: target.path, interface: .properties, member: "PropertiesChanged")
         let signals: DBusSubscription
+        let owner: DBusSubscription
         do {
             signals = try await target.connection.subscribe(rule) { message in
                 guard let change = message.propertiesChange(), change.interface == Self.characteristicInterface.rawValue,
@@ -125,16 +152,22 @@ public final class SimulatedCentral: Sendable {
                 else { return }
                 continuation.yield(value)
             }
+            owner = try await target.connection.watchNameOwner(target.owner) { current in
+                if current == nil { continuation.finish() }
+            }
         } catch {
             throw .unlikelyError
         }
-        let previous = subscriptions.withLock { $0.updateValue(Subscription(signals: signals, continuation: continuation), forKey: target.key) }
+        let subscription = Subscription(signals: signals, owner: owner, continuation: continuation)
+        let previous = subscriptions.withLock { $0.updateValue(subscription, forKey: target.key) }
         if let previous {
+            // The CCC already holds this value: bluetoothd does not call StartNotify again.
             previous.signals.cancel()
+            previous.owner.cancel()
             previous.continuation.finish()
-        } else {
-            _ = core?.changeNotifyCount(target.key, by: 1)
+            return stream
         }
+        _ = core?.changeNotifyCount(target.key, by: 1)
         _ = try? await target.connection.call(
             destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StartNotify")
         return stream
@@ -146,6 +179,7 @@ public final class SimulatedCentral: Sendable {
         let target = try target(serviceUUID, characteristicUUID)
         guard let subscription = subscriptions.withLock({ $0.removeValue(forKey: target.key) }) else { return }
         subscription.signals.cancel()
+        subscription.owner.cancel()
         subscription.continuation.finish()
         guard core?.changeNotifyCount(target.key, by: -1) == 0 else { return }
         _ = try? await target.connection.call(
@@ -157,6 +191,7 @@ public final class SimulatedCentral: Sendable {
     private var core: SimulatorCore? { coreReference.withLock { $0.core } }
 
     private func target(_ serviceUUID: String, _ characteristicUUID: String) throws(SimulatedATTError) -> SimulatorCore.CentralTarget {
+        guard isConnected else { throw .unlikelyError }
         guard let target = core?.centralTarget(adapter: adapter.name, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID)
         else { throw .invalidHandle }
         return target

@@ -125,6 +125,7 @@ extension SimulatorCore {
             guard let adapter = adapters[name], adapter.powered != powered else { return }
             var changed = ["Powered"]
             updateAdapter(name) { $0.powered = powered }
+            refreshAdvertisingMirrors(name)
             if adapter.configuration.deviceClass != 0 { changed.append("Class") }
             if powered {
                 propertiesChanged(adapter.path, Self.adapterInterface, changed)

@@ -31,6 +31,38 @@ extension SimulatorCore {
         }
     }
 
+    /// A central connects to `adapter`: bluetoothd creates its `Device1` (or reuses the one it has) and
+    /// marks it connected. False when the adapter is absent or powered off.
+    func centralConnected(adapter: String, address: String, mtu: UInt16) -> Bool {
+        run {
+            guard adapters[adapter]?.powered == true else { return false }
+            let path = Self.devicePath(adapter: adapter, address: address)
+            if devices[path] == nil {
+                devices[path] = DeviceState(path: path, adapterName: adapter, address: address, addressType: .public)
+                interfacesAdded(path, [Self.deviceInterface])
+            }
+            guard devices[path]?.connected == false else { return true }
+            let generation = makeAttemptID()
+            updateDevice(path) { device in
+                device.connected = true
+                device.mtu = mtu
+                device.link = .connected(generation: generation)
+            }
+            propertiesChanged(path, Self.deviceInterface, ["Connected"])
+            return true
+        }
+    }
+
+    /// The central drops the link: `Connected` turns false (the device stays, as bluetoothd keeps it a while).
+    func centralDisconnected(adapter: String, address: String) {
+        run { linkLost(Self.devicePath(adapter: adapter, address: address)) }
+    }
+
+    /// Whether the `Device1` of the central at `address` is connected.
+    func isCentralConnected(adapter: String, address: String) -> Bool {
+        run { devices[Self.devicePath(adapter: adapter, address: address)]?.connected ?? false }
+    }
+
     /// Counts one more (`delta` 1) or one fewer (-1) subscribed central; returns the new count.
     func changeNotifyCount(_ key: String, by delta: Int) -> Int {
         run {

@@ -66,6 +66,7 @@ extension SimulatorCore {
         }
         agents[owner] = nil
         applicationOwnerLeft(owner)
+        advertisementOwnerLeft(owner)
     }
 
     private func finishDiscovery(_ name: String) {

@@ -62,6 +62,7 @@ extension SimulatorCore {
             let adapter = AdapterState(name: name, address: address, configuration: configuration)
             adapters[name] = adapter
             interfacesAdded(adapter.path, interfaces(at: adapter.path))
+            for source in adapters.keys.sorted() where source != name { refreshAdvertisingMirrors(source, only: name) }
             loadStoredDevices(adapter)
             return nil
         }
@@ -76,6 +77,7 @@ extension SimulatorCore {
             }
             interfacesRemoved(adapter.path, interfaces(at: adapter.path))
             applications.removeAll { $0.adapter == name }
+            releaseAdvertisements(adapter: name)
             adapters[name] = nil
             return true
         }

@@ -74,6 +74,10 @@ extension SimulatorCore {
         let (old, present) = run { () -> (DBusConnection?, [AdapterState]) in
             epoch += 1
             let old = connection
+            // bluetoothd exiting destroys each advertising manager, releasing its advertisements.
+            if flushing, let old {
+                for registration in advertisements where registration.advertisement != nil { sendRelease(registration, on: old) }
+            }
             connection = nil
             return (old, adapters.values.sorted { $0.name.count < $1.name.count || ($0.name.count == $1.name.count && $0.name < $1.name) })
         }
@@ -110,6 +114,8 @@ extension SimulatorCore {
         agents = [:]
         applications = []
         applicationNotifyCounts = [:]
+        advertisements = []
+        for mirror in advertisingMirrors.values { mirror.attachment.withLock { $0.isInRange = false } }
         armedAttempts = [:]
         removalRequested = []
         pendingSignals = PendingSignals()

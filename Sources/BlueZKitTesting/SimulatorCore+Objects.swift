@@ -18,7 +18,7 @@ extension SimulatorCore {
     /// The interfaces at `path`, in the order bluetoothd registers them; empty when there is no object.
     func interfaces(at path: ObjectPath) -> [String] {
         if path == Self.bluezPath { return ["org.bluez.AgentManager1", "org.bluez.ProfileManager1"] }
-        if adapter(at: path) != nil { return [Self.adapterInterface, Self.gattManagerInterface] }
+        if adapter(at: path) != nil { return [Self.adapterInterface, Self.gattManagerInterface, Self.advertisingManagerInterface] }
         if devices[path] != nil { return [Self.deviceInterface] }
         if let node = gattObjects[path] { return [node.interface] }
         return []
@@ -51,7 +51,13 @@ extension SimulatorCore {
     private func rawProperties(of path: ObjectPath, interface: String) -> [String: DBusValue]? {
         guard interfaces(at: path).contains(interface) else { return nil }
         if path == Self.bluezPath { return [:] }
-        if let adapter = adapter(at: path) { return interface == Self.adapterInterface ? adapterProperties(adapter) : [:] }
+        if let adapter = adapter(at: path) {
+            switch interface {
+            case Self.adapterInterface: return adapterProperties(adapter)
+            case Self.advertisingManagerInterface: return advertisingManagerProperties(adapter.name)
+            default: return [:]
+            }
+        }
         if let device = devices[path] { return deviceProperties(device) }
         if let node = gattObjects[path] { return gattProperties(node) }
         return nil

@@ -45,6 +45,11 @@ final class SimulatorCore: @unchecked Sendable {
     var applications: [ApplicationRegistration] = []
     /// Centrals subscribed to each application characteristic (owner and path), as `ntfy_cnt`.
     var applicationNotifyCounts: [String: Int] = [:]
+    /// Advertisements registered (or being registered) with `LEAdvertisingManager1`, oldest first.
+    var advertisements: [AdvertisementRegistration] = []
+    /// The peripheral standing for one adapter's advertising in range of another, by `source>target`.
+    /// They stay in `air` across restarts (out of range until advertised again).
+    var advertisingMirrors: [String: SimulatedPeripheral] = [:]
     var nextAttemptID = 0
     /// Connection attempts past their link-setup delay, waiting for the peripheral to be reachable.
     var armedAttempts: [ObjectPath: Int] = [:]

@@ -95,12 +95,59 @@ import Testing
         #expect(await iterator.next() == [0x06, 72])
         var otherIterator = otherValues.makeAsyncIterator()
         #expect(await otherIterator.next() == [0x06, 72])
+        // Enabling again is no change for bluetoothd: no StartNotify, and the old stream ends.
+        let again = try await central.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        #expect(await iterator.next() == nil)
+        #expect(app.calls.map(\.member) == ["StartNotify", "StartNotify"])
+        iterator = again.makeAsyncIterator()
         // StopNotify only when the last central disables notifications.
         try await central.unsubscribe(serviceUUID: "180D", characteristicUUID: "2A37")
         #expect(await iterator.next() == nil)
         #expect(app.calls.map(\.member) == ["StartNotify", "StartNotify"])
         try await other.unsubscribe(serviceUUID: "180D", characteristicUUID: "2A37")
         #expect(app.calls.map(\.member) == ["StartNotify", "StartNotify", "StopNotify"])
+    }
+
+    @Test func notificationsEndWhenTheApplicationLeaves() async throws {
+        let (rig, app, central) = try await Self.setUp()
+        defer { rig.stop() }
+        let values = try await central.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        try app.notify(Self.characteristic, [1])
+        app.close()
+        var iterator = values.makeAsyncIterator()
+        #expect(await iterator.next() == [1])
+        #expect(await iterator.next() == nil)
+        try await waitUntil("the application is dropped") { rig.bluez.adapters[0].registeredApplications.isEmpty }
+        await #expect(throws: SimulatedATTError.invalidHandle) {
+            try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
+        }
+    }
+
+    @Test func aConnectedCentralHasADevice() async throws {
+        let (rig, app, central) = try await Self.setUp()
+        defer { app.close(); rig.stop() }
+        let device = try #require(try await rig.client.managedObjects()[Self.devicePath]?[deviceInterface])
+        #expect(device["Address"] == .string("11:22:33:44:55:66"))
+        #expect(device["Connected"] == .bool(true))
+        #expect(central.isConnected)
+        var mark = rig.client.signals.count
+        central.disconnect()
+        _ = await rig.client.signals.expect(from: mark, "Connected false") { $0.changes(Self.devicePath, deviceInterface, "Connected", to: .bool(false)) }
+        await #expect(throws: SimulatedATTError.unlikelyError) {
+            try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
+        }
+        #expect(central.connect())
+        #expect(try await rig.client.property(Self.devicePath, deviceInterface, "Connected") == .bool(true))
+        _ = try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
+        // Disconnect from bluetoothd's side.
+        mark = rig.client.signals.count
+        try await rig.client.call(Self.devicePath, deviceInterface, "Disconnect")
+        _ = await rig.client.signals.expect(from: mark, "Connected false") { $0.changes(Self.devicePath, deviceInterface, "Connected", to: .bool(false)) }
+        #expect(!central.isConnected)
+        #expect(central.connect())
+        rig.bluez.adapters[0].setPowered(false)
+        #expect(!central.isConnected)
+        #expect(!central.connect())
     }
 
     @Test func addCentralValidatesItsArguments() async throws {

@@ -47,9 +47,16 @@ import Testing
         let service = TestGATTApplication.service("/app/s", uuid: "180D")
         let cases: [(String, [TestGATTApplication.Object], String)] = [
             ("empty", [], "No object received"),
-            ("GAP", [TestGATTApplication.service("/app/s", uuid: "1800")], "No valid service object found"),
+            ("GAP", [TestGATTApplication.service("/app/s", uuid: "1800")], "Failed to create entry in database"),
             ("no Primary", [TestGATTApplication.Object(path: "/app/s", interface: "org.bluez.GattService1", properties: ["UUID": .string("180D")])],
-             "No valid service object found"),
+             "Failed to create entry in database"),
+            ("bad characteristic UUID", [service, TestGATTApplication.characteristic("/app/s/c", uuid: "2A3", service: "/app/s", flags: ["read"])],
+             "Failed to create entry in database"),
+            // The structure is checked before the UUIDs.
+            ("bad UUID and bad flag", [
+                TestGATTApplication.service("/app/s", uuid: "nope"),
+                TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["shout"]),
+            ], "No valid service object found"),
             ("unknown service", [service, TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/other", flags: ["read"])],
              "No valid service object found"),
             ("bad flag", [service, TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["shout"])],

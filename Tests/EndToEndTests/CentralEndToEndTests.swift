@@ -10,6 +10,7 @@ let insideEmulatedBlueZ = ProcessInfo.processInfo.environment["BLUEZKIT_E2E"] ==
 @Suite(.enabled(if: insideEmulatedBlueZ, "needs the real bluetoothd: run Scripts/test-e2e"), .serialized)
 struct EndToEndTests {
     @Test func ourCentralAgainstBlueZsExampleGattServer() async throws {
+        try ExamplePeripheral.forgetKnownDevices()
         let peripheral = try ExamplePeripheral()
         defer { peripheral.stop() }
         try peripheral.start("example-gatt-server")

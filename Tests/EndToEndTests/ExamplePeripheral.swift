@@ -44,12 +44,40 @@ final class ExamplePeripheral: @unchecked Sendable {
         processes.append(process)
     }
 
+    /// Makes hci0's bluetoothd forget every device (`bluetoothctl remove`), so that a
+    /// test does not inherit the GATT database bluetoothd cached for hci1's
+    /// address from an earlier test that served a different one.
+    static func forgetKnownDevices() throws {
+        let list = try run("/usr/bin/bluetoothctl", ["devices"])
+        for line in list.split(separator: "\n") where line.hasPrefix("Device ") {
+            let address = line.split(separator: " ")[1]
+            _ = try run("/usr/bin/bluetoothctl", ["remove", String(address)])
+        }
+    }
+
+    private static func run(_ tool: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
     func log(_ script: String) -> String {
         (try? String(contentsOf: directory.appendingPathComponent("\(script).log"), encoding: .utf8)) ?? ""
     }
 
+    /// Stops the scripts and waits until they have exited, so that bluetoothd
+    /// drops their application and advertisement before the next test registers its own.
     func stop() {
         for process in processes where process.isRunning { process.terminate() }
+        // Process.waitUntilExit can hang here; poll the exit instead (cleanup, bounded).
+        let deadline = Date().addingTimeInterval(10)
+        while processes.contains(where: \.isRunning) && Date() < deadline { usleep(20_000) }
         processes.removeAll()
     }
 

@@ -5,8 +5,13 @@ import Testing
 
 /// In the same serialized suite as the central test: both use hci0 and hci1.
 extension EndToEndTests {
-    /// Our heart-rate peripheral on hci1, our central on hci0, through the real bluetoothd.
+    /// A service UUID of this test's own: hci1's database may still hold
+    /// example-gatt-server's heart-rate service from the other test.
+    static let testService = BluetoothUUID(string: "5A1E0001-B1E2-4C00-9E00-000000000001")!
+
+    /// Our heart-rate-like peripheral on hci1, our central on hci0, through the real bluetoothd.
     @Test func ourCentralAgainstOurPeripheral() async throws {
+        try ExamplePeripheral.forgetKnownDevices()
         let server = E2EPeripheralManagerDelegate()
         let manager = PeripheralManager(
             delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
@@ -18,7 +23,7 @@ extension EndToEndTests {
             type: BluetoothUUID(0x2A38), properties: [.read], value: Data([0x02]), permissions: [.readable])
         let control = MutableCharacteristic(
             type: BluetoothUUID(0x2A39), properties: [.write], value: nil, permissions: [.writeable])
-        let service = MutableService(type: BluetoothUUID(0x180D), primary: true)
+        let service = MutableService(type: Self.testService, primary: true)
         service.characteristics = [measurement, location, control]
         manager.add(service)
         try await waitUntil("service added", timeout: .seconds(30)) { server.log.contains("added") }
@@ -28,10 +33,10 @@ extension EndToEndTests {
         let centralManager = CentralManager(
             delegate: central, queue: central.queue, options: CentralManagerOptions(adapter: "hci0"))
         try await waitUntil("hci0 powered on", timeout: .seconds(30)) { centralManager.state == .poweredOn }
-        centralManager.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        centralManager.scanForPeripherals(withServices: [Self.testService])
         try await waitUntil("scanning") { centralManager.isScanning }
         manager.startAdvertising([
-            CBAdvertisementDataLocalNameKey: "BlueZKit HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)],
+            CBAdvertisementDataLocalNameKey: "BZK", CBAdvertisementDataServiceUUIDsKey: [Self.testService],
         ])
         try await waitUntil("advertising", timeout: .seconds(30)) { server.log.contains("advertising") }
         #expect(manager.isAdvertising)
@@ -43,7 +48,7 @@ extension EndToEndTests {
         sensor.delegate = recorder
         centralManager.connect(sensor)
         try await waitUntil("connected", timeout: .seconds(60)) { sensor.state == .connected }
-        sensor.discoverServices([BluetoothUUID(0x180D)])
+        sensor.discoverServices([Self.testService])
         try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
         let remote = try #require(sensor.services?.first)
         sensor.discoverCharacteristics(nil, for: remote)

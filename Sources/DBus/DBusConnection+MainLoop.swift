@@ -91,10 +91,15 @@ extension DBusConnection {
     }
 
     /// Asks for one drain of the incoming queue; coalesces repeated requests.
+    ///
+    /// libdbus calls the wake-up function once per message it queues (from any
+    /// thread, holding its lock), so only the first request until the drain runs
+    /// costs a hop to the queue.
     func scheduleDrain() {
+        guard !drainRequested.exchange(true, ordering: .acquiringAndReleasing) else { return }
         queue.async { [weak self] in
-            guard let self, !self.drainScheduled else { return }
-            self.drainScheduled = true
+            guard let self else { return }
+            self.drainRequested.store(false, ordering: .releasing)
             self.drain()
         }
     }

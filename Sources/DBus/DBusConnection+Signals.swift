@@ -162,7 +162,7 @@ extension DBusConnection {
 
     /// Delivers a signal to every live subscription whose rule it matches. On `queue`.
     func routeSignal(_ message: DBusMessage) {
-        if let path = message.path, let entries = router.byPath[path] {
+        if !router.byPath.isEmpty, let path = message.path, let entries = router.byPath[path] {
             deliver(message, to: entries)
         }
         deliver(message, to: router.unrouted)

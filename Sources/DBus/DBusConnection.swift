@@ -25,6 +25,8 @@ package final class DBusConnection: @unchecked Sendable {
 
     private let uniqueNameStorage = Mutex<BusName?>(nil)
     private let openStorage = Atomic<Bool>(true)
+    /// A drain is queued and has not started (see `scheduleDrain`); any thread.
+    let drainRequested = Atomic<Bool>(false)
 
     // Queue-confined state.
     var watches: [UnsafeMutableRawPointer: WatchSources] = [:]

@@ -48,9 +48,10 @@ package struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
     /// current owner of `sender` when that is a well-known name.
     func matches(_ message: DBusMessage, senderOwner: BusName?) -> Bool {
         let raw = message.raw
-        if let interface, dbus_message_has_interface(raw, interface.rawValue) == 0 { return false }
-        if let member, dbus_message_has_member(raw, member.rawValue) == 0 { return false }
-        if let path, dbus_message_has_path(raw, path.rawValue) == 0 { return false }
+        // withCString: passing a String as a C string argument would copy it into a new array.
+        if let interface, interface.rawValue.withCString({ dbus_message_has_interface(raw, $0) }) == 0 { return false }
+        if let member, member.rawValue.withCString({ dbus_message_has_member(raw, $0) }) == 0 { return false }
+        if let path, path.rawValue.withCString({ dbus_message_has_path(raw, $0) }) == 0 { return false }
         if let pathNamespace {
             guard let messagePath = message.path, messagePath.isDescendant(of: pathNamespace) else { return false }
         }

@@ -40,7 +40,7 @@ extension DBusMessage {
         guard dbus_message_iter_init(raw, &iter) != 0 else { return nil }
         var name: UnsafePointer<CChar>? = nil
         dbus_message_iter_get_basic(&iter, &name)
-        guard let name, strcmp(name, interface.rawValue) == 0 else { return nil }
+        guard let name, interface.rawValue.withCString({ strcmp(name, $0) }) == 0 else { return nil }
         dbus_message_iter_next(&iter)
         var dict = DBusMessageIter()
         dbus_message_iter_recurse(&iter, &dict)

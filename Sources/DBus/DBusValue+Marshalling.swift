@@ -22,8 +22,12 @@ extension DBusValue {
             guard element.isSingleCompleteType, element.rawValue.first != "{" else {
                 throw DBusError(.invalidSignature, "array element signature '\(element)' is not one complete type")
             }
+            // libdbus checks arrays of fixed-size values in bulk, without counting a
+            // level for their elements: do the same, or a value received from the bus
+            // could not be sent back (fuzzer input KNOWN-3).
+            let elementDepth = Self.fixedTypeCodes.contains(element.rawValue) ? depth : depth + 1
             for value in elements {
-                let signature = try value.validatedSignature(depth: depth + 1)
+                let signature = try value.validatedSignature(depth: elementDepth)
                 guard signature == element.rawValue else {
                     throw DBusError(.invalidArgs, "array of '\(element)' holds a '\(signature)' value")
                 }
@@ -66,6 +70,8 @@ extension DBusValue {
             return signatureString
         }
     }
+
+    static let fixedTypeCodes: Set<String> = ["y", "b", "n", "q", "i", "u", "x", "t", "d", "h"]
 
     static let basicTypeCodes: Set<String> = ["y", "b", "n", "q", "i", "u", "x", "t", "d", "s", "o", "g", "h"]
 

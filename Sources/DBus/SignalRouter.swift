@@ -27,11 +27,18 @@ package final class DBusSubscription: Sendable {
 /// whole interfaces). Reference counts of rule strings decide AddMatch /
 /// RemoveMatch. Queue-confined value owned by the connection.
 struct SignalRouter {
-    struct Entry {
+    /// A class, so that delivering a signal retains one reference instead of copying every field.
+    final class Entry: Sendable {
         let id: UInt64
         let rule: DBusMatchRule
         let state: DBusSubscriptionState
         let handler: @Sendable (DBusMessage) -> Void
+        init(id: UInt64, rule: DBusMatchRule, state: DBusSubscriptionState, handler: @escaping @Sendable (DBusMessage) -> Void) {
+            self.id = id
+            self.rule = rule
+            self.state = state
+            self.handler = handler
+        }
     }
 
     /// The cancelled flag, shared with the subscription object without keeping it alive.

@@ -53,7 +53,11 @@ import Testing
         sensor.setInRange(true)
         sensor.advertise()
         try await waitUntil("connected once it is back") { fixture.delegate.links == ["connected HRM connected"] }
-        try await waitUntil("the background discovery stops") { fixture.bluez.adapters.first?.isDiscovering == false }
+        // Under a loaded machine one discovery call here has been seen to stall until its 5 s
+        // limit (cause not found yet, see the session notes); the stop must still come.
+        try await waitUntil("the background discovery stops", timeout: .seconds(30)) {
+            fixture.bluez.adapters.first?.isDiscovering == false
+        }
     }
 
     @Test func cancelsAPendingConnection() async throws {

@@ -72,8 +72,8 @@ extension BlueZCentralClient {
         return (services, characteristics, descriptors)
     }
 
-    /// The device an attribute belongs to, from an event's object path (on the queue).
-    package func attribute(at event: BlueZObjectCache.Event) -> (AttributeID, [UInt8])? {
+    /// The attribute and bytes of a `Value` change event; nil for other events.
+    package func valueChange(in event: BlueZObjectCache.Event) -> (AttributeID, [UInt8])? {
         guard case .valueChanged(let path, _, let bytes) = event else { return nil }
         return (AttributeID(path: path), bytes)
     }

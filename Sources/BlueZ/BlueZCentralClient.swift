@@ -130,12 +130,6 @@ package final class BlueZCentralClient: @unchecked Sendable {
             destination: BlueZNames.service, path: id.path, interface: BlueZNames.device, member: "Disconnect")
     }
 
-    /// Whether `error` says the device object is gone from bluetoothd.
-    package static func isDeviceGone(_ error: DBusError) -> Bool {
-        error.code == .unknownObject || error.code == .unknownMethod
-            || error.name == "org.bluez.Error.DoesNotExist"
-    }
-
     // MARK: On the queue
 
     private func handle(_ event: BlueZObjectCache.Event) {

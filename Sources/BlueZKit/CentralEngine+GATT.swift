@@ -177,7 +177,7 @@ extension CentralEngine {
 
     /// A `Value` change from bluetoothd: a notification when we subscribed.
     func valueChanged(_ event: BlueZObjectCache.Event) {
-        guard let (attribute, bytes) = client.attribute(at: event) else { return }
+        guard let (attribute, bytes) = client.valueChange(in: event) else { return }
         for (id, model) in gatt where model.notifying.contains(attribute) {
             guard let characteristic = model.characteristics[attribute], let peripheral = peripherals[id] else { continue }
             manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))

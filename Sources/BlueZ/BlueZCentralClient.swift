@@ -11,6 +11,8 @@ package final class BlueZCentralClient: @unchecked Sendable {
     /// devices apart without knowing BlueZ's object paths.
     package struct DeviceID: Hashable, Sendable {
         let path: ObjectPath
+        /// The device's address as its object path spells it (`dev_AA_BB_…` → `AA:BB:…`).
+        package var address: String? { BlueZGattRequest.address(of: path) }
     }
 
     /// The adapter as the central sees it.
@@ -146,6 +148,9 @@ package final class BlueZCentralClient: @unchecked Sendable {
                 device.adapter == adapterPath
             {
                 if device.rssi != nil { events(.deviceAdvertised(DeviceID(path: path), device)) }
+                // A device that appears already connected (a central that connected to us;
+                // bluetoothd can coalesce the change into InterfacesAdded).
+                if device.connected { events(.deviceChanged(DeviceID(path: path), device, changed: ["Connected"])) }
             } else {
                 events(.objects(event))
             }

@@ -31,6 +31,16 @@ public protocol CentralManagerDelegate: AnyObject {
     /// a ``BluetoothError`` with code `peripheralDisconnected` when the link was lost.
     func centralManager(
         _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?)
+
+    /// The manager was created with a restore identifier that has saved state: this is the
+    /// first delegate call, before ``centralManagerDidUpdateState(_:)``.
+    ///
+    /// `dict` holds Core Bluetooth's keys: ``CBCentralManagerRestoredStatePeripheralsKey``
+    /// (`[Peripheral]`, with the services, characteristics and notify state discovered before),
+    /// ``CBCentralManagerRestoredStateScanServicesKey`` (`[BluetoothUUID]`) and
+    /// ``CBCentralManagerRestoredStateScanOptionsKey`` (`[String: Any]`) when a scan was running.
+    /// The manager then resumes the connections, subscriptions and scan on its own.
+    func centralManager(_ central: CentralManager, willRestoreState dict: [String: Any])
 }
 
 extension CentralManagerDelegate {
@@ -50,4 +60,7 @@ extension CentralManagerDelegate {
     public func centralManager(
         _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?
     ) {}
+
+    /// Does nothing.
+    public func centralManager(_ central: CentralManager, willRestoreState dict: [String: Any]) {}
 }

@@ -43,6 +43,7 @@ public final class MutableCharacteristic: @unchecked Sendable, Hashable, CustomS
     /// Who may read and write the value.
     public let permissions: AttributePermissions
     private let state: Mutex<(value: Data?, descriptors: [MutableDescriptor]?)>
+    private let subscribers = Mutex<[Central]>([])
 
     /// Creates a characteristic; a non-nil `value` makes it static (cached, read-only).
     public init(
@@ -65,6 +66,12 @@ public final class MutableCharacteristic: @unchecked Sendable, Hashable, CustomS
         get { state.withLock { $0.descriptors } }
         set { state.withLock { $0.descriptors = newValue } }
     }
+
+    /// The centrals subscribed to this characteristic's notifications or indications,
+    /// as the peripheral manager last reported them with `didSubscribeTo` / `didUnsubscribeFrom`.
+    public var subscribedCentrals: [Central]? { subscribers.withLock { $0 } }
+
+    func setSubscribedCentrals(_ centrals: [Central]) { subscribers.withLock { $0 = centrals } }
 
     public static func == (a: MutableCharacteristic, b: MutableCharacteristic) -> Bool { a === b }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }

@@ -19,6 +19,7 @@ extension PeripheralManager {
         let application = try await BlueZGattApplication(connection: client.connection, service: description, number: number)
         try await application.register(on: adapter)
         shared.withLock { state in
+            if !state.services.contains(where: { $0 === service }) { state.services.append(service) }
             state.applications[ObjectIdentifier(service)] = application
             for (characteristic, id) in zip(characteristics, application.characteristicIDs) {
                 state.characteristics[ObjectIdentifier(characteristic)] = (application, id)
@@ -66,18 +67,45 @@ extension PeripheralManager {
                     delegate.peripheralManager(self, didReceiveWrite: [attRequest])
                 }
             },
-            onNotify: { _ in })
+            onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) })
     }
 
     private func request(
         _ request: BlueZGattRequest, _ characteristic: MutableCharacteristic, adapterAddress: String, value: Data?
     ) -> ATTRequest {
-        let central = Central(
-            identifier: PeripheralIdentity.identifier(
-                adapterAddress: adapterAddress, deviceAddress: request.deviceAddress ?? "unknown"),
-            maximumUpdateValueLength: Int(request.mtu ?? 23) - 3)
+        let address = request.deviceAddress ?? CentralSubscriptions.unknownAddress
+        centralWasActive(address: address, mtu: request.mtu.map(Int.init))
+        let central = self.central(address: address, adapter: adapterAddress)
         return ATTRequest(
             central: central, characteristic: characteristic, offset: Int(request.offset), value: value, bluez: request)
+    }
+
+    /// Publishes every added service and the advertisement again, after bluetoothd restarted or
+    /// the adapter came back (their registrations died with it). Failures are logged; the
+    /// delegate is not called, as Core Bluetooth restores published state silently.
+    func republish() async {
+        let (services, content, stale, staleAdvertisement) = shared.withLock { state in
+            defer {
+                state.applications.removeAll()
+                state.characteristics.removeAll()
+                state.advertisement = nil
+            }
+            return (state.services, state.wantedAdvertisement, Array(state.applications.values), state.advertisement)
+        }
+        for application in stale { await application.unregister(from: nil) }
+        await staleAdvertisement?.unregister(from: nil)
+        for service in services {
+            do throws(DBusError) {
+                try await register(service)
+            } catch {
+                DBusLog.warning("could not publish \(service) again after bluetoothd came back: \(error)")
+            }
+        }
+        if let content {
+            let error = await advertise(content)
+            shared.withLock { $0.isAdvertising = error == nil }
+            if let error { DBusLog.warning("could not advertise again after bluetoothd came back: \(error)") }
+        }
     }
 
     /// Registers the advertisement; returns the error for the delegate, if any.
@@ -98,7 +126,10 @@ extension PeripheralManager {
                 [weak self] in self?.shared.withLock { $0.isAdvertising = false }
             }
             try await advertisement.register(on: adapter)
-            shared.withLock { $0.advertisement = advertisement }
+            shared.withLock { state in
+                state.advertisement = advertisement
+                state.wantedAdvertisement = content
+            }
             return nil
         } catch {
             return BluetoothError(.unknown, message: error.description, underlying: error)

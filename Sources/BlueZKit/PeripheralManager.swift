@@ -1,5 +1,5 @@
 public import Dispatch
-public import Foundation
+import Foundation
 import BlueZ
 import DBus
 import Synchronization
@@ -36,6 +36,18 @@ public final class PeripheralManager: @unchecked Sendable {
         var nextApplication = 0
         var advertisement: BlueZAdvertisement?
         var isAdvertising = false
+        /// Who is connected and subscribed (see `CentralSubscriptions`).
+        var subscriptions = CentralSubscriptions()
+        /// Characteristics that had subscribers, to report them when links drop.
+        var published: [ObjectIdentifier: MutableCharacteristic] = [:]
+        /// Polls the backlog after `updateValue` returned false.
+        var roomTimer: (any DispatchSourceTimer)?
+        /// The services added (in order) and the advertisement wanted, to publish again after
+        /// bluetoothd or the adapter came back.
+        var services: [MutableService] = []
+        var wantedAdvertisement: BlueZAdvertisement.Content?
+        /// bluetoothd or the adapter went away since the last registration: registrations are gone.
+        var registrationsLost = false
     }
 
     /// Creates a manager; its state is `.unknown` until the first delegate call.
@@ -87,7 +99,10 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// Unpublishes `service` (`UnregisterApplication`).
     public func remove(_ service: MutableService) {
-        let (application, client) = shared.withLock { ($0.applications.removeValue(forKey: ObjectIdentifier(service)), $0.client) }
+        let (application, client) = shared.withLock { state in
+            state.services.removeAll { $0 === service }
+            return (state.applications.removeValue(forKey: ObjectIdentifier(service)), state.client)
+        }
         guard let application else { return }
         Task { await application.unregister(from: await adapterPath(client)) }
     }
@@ -95,7 +110,10 @@ public final class PeripheralManager: @unchecked Sendable {
     /// Unpublishes every service.
     public func removeAllServices() {
         let (applications, client) = shared.withLock { state in
-            defer { state.applications.removeAll() }
+            defer {
+                state.applications.removeAll()
+                state.services.removeAll()
+            }
             return (Array(state.applications.values), state.client)
         }
         Task {
@@ -147,6 +165,7 @@ public final class PeripheralManager: @unchecked Sendable {
             defer {
                 state.advertisement = nil
                 state.isAdvertising = false
+                state.wantedAdvertisement = nil
             }
             return (state.advertisement, state.client)
         }
@@ -169,22 +188,6 @@ public final class PeripheralManager: @unchecked Sendable {
         request.bluez.respond(Array(request.value ?? Data()))
     }
 
-    /// Sends `value` to the centrals subscribed to `characteristic` (`PropertiesChanged`
-    /// on its `Value`; bluetoothd notifies or indicates each subscriber).
-    ///
-    /// Returns true when the value was handed to bluetoothd. `centrals` is
-    /// accepted for source compatibility; per-central sending needs
-    /// AcquireNotify and is not built yet, so every subscriber gets the value.
-    @discardableResult
-    public func updateValue(_ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?)
-        -> Bool
-    {
-        let target = shared.withLock { $0.characteristics[ObjectIdentifier(characteristic)] }
-        guard let (application, id) = target else { return false }
-        application.notify(id, value: Array(value))
-        return true
-    }
-
     // MARK: Internals
 
     private func start() async {
@@ -199,26 +202,42 @@ public final class PeripheralManager: @unchecked Sendable {
             return setState(error.code == .accessDenied ? .unauthorized : .unsupported)
         }
         let client = BlueZCentralClient(connection: connection, adapter: options.adapter) { [weak self] event in
-            guard let self, case .adapterChanged(let status) = event else { return }
-            self.adapterChanged(status)
+            guard let self else { return }
+            switch event {
+            case .adapterChanged(let status): self.adapterChanged(status)
+            case .deviceChanged(_, let device, let changed):
+                if changed.contains("Connected"), let address = device.address {
+                    self.centralLinkChanged(address: address, connected: device.connected)
+                }
+            case .deviceRemoved(let id):
+                if let address = id.address { self.centralLinkChanged(address: address, connected: false) }
+            case .deviceAdvertised, .objects: break
+            }
         }
         shared.withLock { $0.client = client }
         do throws(DBusError) { try await client.start() } catch { setState(.unsupported) }
     }
 
     private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
-        let state: ManagerState = shared.withLock { shared in
+        let (state, republish): (ManagerState, Bool) = shared.withLock { shared in
             switch status {
-            case .serviceAbsent: return shared.everHadService ? .resetting : .unsupported
+            case .serviceAbsent:
+                shared.registrationsLost = true
+                return (shared.everHadService ? .resetting : .unsupported, false)
             case .noAdapter:
                 shared.everHadService = true
-                return .unsupported
+                shared.registrationsLost = true
+                return (.unsupported, false)
             case .present(let address, let powered):
                 shared.everHadService = true
                 shared.adapterAddress = address
-                return powered ? .poweredOn : .poweredOff
+                let republish = powered && shared.registrationsLost
+                if republish { shared.registrationsLost = false }
+                return (powered ? .poweredOn : .poweredOff, republish)
             }
         }
+        if case .present = status {} else { dropAllSubscriptions() }
+        if republish { Task { await self.republish() } }
         setState(state)
     }
 

@@ -16,6 +16,16 @@ public protocol PeripheralManagerDelegate: AnyObject {
     /// A central writes: answer the first request with ``PeripheralManager/respond(to:withResult:)``
     /// (writes without response need no answer).
     func peripheralManager(_ peripheral: PeripheralManager, didReceiveWrite requests: [ATTRequest])
+    /// A central enabled notifications or indications of `characteristic` (it wrote the CCC descriptor;
+    /// bluetoothd called our `StartNotify`).
+    func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: MutableCharacteristic)
+    /// A central disabled notifications or indications of `characteristic`, or its link went down.
+    func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didUnsubscribeFrom characteristic: MutableCharacteristic)
+    /// ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)`` returned false earlier and
+    /// there is room again: send the value that did not go out.
+    func peripheralManagerIsReady(toUpdateSubscribers peripheral: PeripheralManager)
 }
 
 extension PeripheralManagerDelegate {
@@ -31,4 +41,14 @@ extension PeripheralManagerDelegate {
     public func peripheralManager(_ peripheral: PeripheralManager, didReceiveWrite requests: [ATTRequest]) {
         if let first = requests.first { peripheral.respond(to: first, withResult: .requestNotSupported) }
     }
+    /// Does nothing.
+    public func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: MutableCharacteristic
+    ) {}
+    /// Does nothing.
+    public func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didUnsubscribeFrom characteristic: MutableCharacteristic
+    ) {}
+    /// Does nothing.
+    public func peripheralManagerIsReady(toUpdateSubscribers peripheral: PeripheralManager) {}
 }

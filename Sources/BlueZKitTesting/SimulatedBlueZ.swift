@@ -1,4 +1,5 @@
 internal import DBus
+import Glibc
 import Synchronization
 
 /// A simulated bluetoothd 5.66 on a private `dbus-daemon`: adapters, virtual peripherals, and fault injection.
@@ -87,6 +88,7 @@ public final class SimulatedBlueZ: Sendable {
     /// Stops bluetoothd and the private bus (idempotent; also done on deinit).
     public func stop() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        resumeBus()
         core.disconnectNow()
         daemon.stop()
     }
@@ -107,6 +109,19 @@ public final class SimulatedBlueZ: Sendable {
         let present = await core.disconnect(flushing: true)
         if downtime > .zero { try? await Task.sleep(for: downtime) }
         try await core.connect(to: busAddress, adapters: present)
+    }
+
+    /// Stops the private bus's `dbus-daemon` from running (`SIGSTOP`): nothing is read from or
+    /// delivered to any connection until ``resumeBus()``. Senders then see their sockets fill up —
+    /// the way to test back-pressure (``resumeBus()`` also runs when the simulator stops).
+    public func pauseBus() {
+        guard !stopped.load(ordering: .acquiring) else { return }
+        kill(daemon.processIdentifier, SIGSTOP)
+    }
+
+    /// Lets the private bus run again after ``pauseBus()``.
+    public func resumeBus() {
+        kill(daemon.processIdentifier, SIGCONT)
     }
 
     // MARK: Adapters

@@ -38,6 +38,7 @@ public final class SimulatedCentral: Sendable {
         /// Ends the stream when the application leaves the bus.
         let owner: DBusSubscription
         let continuation: AsyncStream<[UInt8]>.Continuation
+        let target: SimulatorCore.CentralTarget
     }
 
     /// The central's Bluetooth address, upper case.
@@ -72,9 +73,26 @@ public final class SimulatedCentral: Sendable {
         core?.centralConnected(adapter: adapter.name, address: address, mtu: mtu) ?? false
     }
 
-    /// Drops the link from the central's side: its `Device1` turns `Connected` false.
-    public func disconnect() {
+    /// Drops the link from the central's side: its `Device1` turns `Connected` false, and its
+    /// subscriptions end as bluetoothd ends those of a central that is not bonded
+    /// (`att_disconnected` → `clear_ccc_state`): each one counts one subscriber fewer, and
+    /// the application gets `StopNotify` when that was the last. Returns once those calls
+    /// were handled.
+    public func disconnect() async {
         core?.centralDisconnected(adapter: adapter.name, address: address)
+        let ended = subscriptions.withLock { table in
+            defer { table.removeAll() }
+            return Array(table.values)
+        }
+        for subscription in ended {
+            subscription.signals.cancel()
+            subscription.owner.cancel()
+            subscription.continuation.finish()
+            guard core?.changeNotifyCount(subscription.target.key, by: -1) == 0 else { continue }
+            _ = try? await subscription.target.connection.call(
+                destination: subscription.target.owner, path: subscription.target.path,
+                interface: Self.characteristicInterface, member: "StopNotify")
+        }
     }
 
     /// Whether the central is connected to its adapter.
@@ -158,7 +176,7 @@ public final class SimulatedCentral: Sendable {
         } catch {
             throw .unlikelyError
         }
-        let subscription = Subscription(signals: signals, owner: owner, continuation: continuation)
+        let subscription = Subscription(signals: signals, owner: owner, continuation: continuation, target: target)
         let previous = subscriptions.withLock { $0.updateValue(subscription, forKey: target.key) }
         if let previous {
             // The CCC already holds this value: bluetoothd does not call StartNotify again.

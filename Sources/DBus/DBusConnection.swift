@@ -27,6 +27,8 @@ package final class DBusConnection: @unchecked Sendable {
     private let openStorage = Atomic<Bool>(true)
     /// A drain is queued and has not started (see `scheduleDrain`); any thread.
     let drainRequested = Atomic<Bool>(false)
+    /// Messages handed to `send` that have not reached libdbus yet; any thread.
+    let queuedSends = Atomic<Int>(0)
 
     // Queue-confined state.
     var watches: [UnsafeMutableRawPointer: WatchSources] = [:]
@@ -160,7 +162,11 @@ package final class DBusConnection: @unchecked Sendable {
     @discardableResult
     package func send(_ message: DBusMessage) -> Bool {
         guard isOpen else { return false }
-        queue.async { self.sendOnQueue(message) }
+        queuedSends.add(1, ordering: .relaxed)
+        queue.async {
+            self.queuedSends.subtract(1, ordering: .relaxed)
+            self.sendOnQueue(message)
+        }
         return true
     }
 

@@ -131,7 +131,7 @@ import Testing
         #expect(device["Connected"] == .bool(true))
         #expect(central.isConnected)
         var mark = rig.client.signals.count
-        central.disconnect()
+        await central.disconnect()
         _ = await rig.client.signals.expect(from: mark, "Connected false") { $0.changes(Self.devicePath, deviceInterface, "Connected", to: .bool(false)) }
         await #expect(throws: SimulatedATTError.unlikelyError) {
             try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")

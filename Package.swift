@@ -13,6 +13,8 @@ let package = Package(
     products: [
         .library(name: "BlueZKit", targets: ["BlueZKit"]),
         .library(name: "BlueZKitTesting", targets: ["BlueZKitTesting"]),
+        .executable(name: "heart-rate-peripheral", targets: ["HeartRatePeripheral"]),
+        .executable(name: "heart-rate-central", targets: ["HeartRateCentral"]),
     ],
     targets: [
         .systemLibrary(
@@ -59,6 +61,30 @@ let package = Package(
             name: "DBusBenchmark",
             dependencies: ["DBus"],
             path: "Benchmarks/DBusBenchmark",
+            swiftSettings: strictSettings
+        ),
+        // The examples: two programs and the heart-rate profile they share.
+        .target(
+            name: "HeartRateProfile",
+            dependencies: ["BlueZKit"],
+            path: "Examples/HeartRateProfile",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "HeartRatePeripheral",
+            dependencies: ["BlueZKit", "HeartRateProfile"],
+            path: "Examples/HeartRatePeripheral",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "HeartRateCentral",
+            dependencies: ["BlueZKit", "HeartRateProfile"],
+            path: "Examples/HeartRateCentral",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "ExampleTests",
+            dependencies: ["HeartRateProfile", "BlueZKit", "BlueZKitTesting"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,0 +1,199 @@
+import BlueZKit
+import Dispatch
+import Foundation
+import HeartRateProfile
+
+/// The central side: finds a heart-rate sensor, connects, reads where it is worn, subscribes
+/// to its measurements and prints them; when the link drops it asks to connect again and
+/// waits, without a timeout (the seeds' door-lock pattern).
+///
+/// Everything runs on `queue` (delegate calls of the manager and the peripheral), so the
+/// mutable state needs no lock — the invariant behind `@unchecked Sendable`.
+final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unchecked Sendable {
+    struct Configuration {
+        var adapter: String?
+        var name: String?
+        var identifier: UUID?
+        var restoreIdentifier: String?
+        /// Exit (status 0) after this many measurements.
+        var count: Int?
+    }
+
+    let queue = DispatchQueue(label: "heart-rate-central")
+    private let configuration: Configuration
+    private let output: EventOutput
+    private var manager: CentralManager!
+    /// The sensor we use; kept strongly, as Core Bluetooth requires.
+    private var sensor: Peripheral?
+    private var readings = 0
+
+    init(configuration: Configuration, output: EventOutput) {
+        self.configuration = configuration
+        self.output = output
+    }
+
+    func start() {
+        queue.async {
+            self.manager = CentralManager(
+                delegate: self, queue: self.queue,
+                options: CentralManagerOptions(
+                    restoreIdentifier: self.configuration.restoreIdentifier, adapter: self.configuration.adapter))
+        }
+    }
+
+    /// Unsubscribes and disconnects; `done` runs on `queue`.
+    func stop(_ done: @escaping @Sendable () -> Void) {
+        queue.async {
+            if let sensor = self.sensor { self.manager.cancelPeripheralConnection(sensor) }
+            self.queue.asyncAfter(deadline: .now() + .milliseconds(300), execute: done)
+        }
+    }
+
+    // MARK: CentralManagerDelegate
+
+    func centralManagerDidUpdateState(_ central: CentralManager) {
+        output.emit("state", ["state": "\(central.state)"], human: "Bluetooth is \(central.state)")
+        guard central.state == .poweredOn else { return }
+        if let sensor {
+            // A sensor we already had (restored, or connected before a power cycle): connect
+            // again; the request waits for it as long as it takes.
+            if sensor.state != .connected { central.connect(sensor) }
+            return
+        }
+        if let identifier = configuration.identifier,
+            let known = central.retrievePeripherals(withIdentifiers: [identifier]).first
+        {
+            return use(known)
+        }
+        central.scanForPeripherals(withServices: [HeartRateProfile.service], options: nil)
+        output.emit("scanning", [:], human: "Scanning for heart-rate sensors…")
+    }
+
+    func centralManager(_ central: CentralManager, willRestoreState dict: [String: Any]) {
+        let peripherals = dict[CBCentralManagerRestoredStatePeripheralsKey] as? [Peripheral] ?? []
+        output.emit(
+            "restored", ["peripherals": peripherals.map(\.identifier.uuidString)],
+            human: "Restored \(peripherals.count) peripheral\(peripherals.count == 1 ? "" : "s")")
+        guard let restored = peripherals.first else { return }
+        sensor = restored
+        restored.delegate = self
+        // What was discovered and subscribed before the restart is still here: carry on from it.
+        if restored.state == .connected { continueSetUp(restored) }
+    }
+
+    func centralManager(
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData, rssi RSSI: Int
+    ) {
+        let name = advertisementData.localName ?? peripheral.name
+        if let wanted = configuration.name, wanted != name { return }
+        if let wanted = configuration.identifier, wanted != peripheral.identifier { return }
+        output.emit(
+            "discovered", ["id": peripheral.identifier.uuidString, "name": name ?? "", "rssi": RSSI],
+            human: "Found \(name ?? "an unnamed sensor") (\(peripheral.identifier.uuidString)), RSSI \(RSSI) dBm")
+        central.stopScan()
+        use(peripheral)
+    }
+
+    func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {
+        output.emit("connected", ["id": peripheral.identifier.uuidString], human: "Connected")
+        continueSetUp(peripheral)
+    }
+
+    func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?) {
+        output.error("cannot connect: \(error.map { "\($0)" } ?? "unknown error")")
+        exit(1)
+    }
+
+    func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?
+    ) {
+        output.emit(
+            "disconnected", ["id": peripheral.identifier.uuidString, "error": error.map { "\($0)" } ?? NSNull()],
+            human: "Disconnected\(error.map { ": \($0)" } ?? ""); waiting for the sensor to come back")
+        // The door-lock pattern: ask again at once; the request never times out.
+        central.connect(peripheral)
+    }
+
+    // MARK: PeripheralDelegate
+
+    func peripheral(_ peripheral: Peripheral, didDiscoverServices error: (any Error)?) {
+        if let error { return output.error("service discovery failed: \(error)") }
+        guard let service = peripheral.services?.first(where: { $0.uuid == HeartRateProfile.service }) else {
+            return output.error("the sensor has no Heart Rate service")
+        }
+        peripheral.discoverCharacteristics(
+            [HeartRateProfile.measurement, HeartRateProfile.bodySensorLocation, HeartRateProfile.controlPoint],
+            for: service)
+    }
+
+    func peripheral(_ peripheral: Peripheral, didDiscoverCharacteristicsFor service: Service, error: (any Error)?) {
+        if let error { return output.error("characteristic discovery failed: \(error)") }
+        subscribe(peripheral, service)
+    }
+
+    func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?) {
+        if let error { return output.error("reading \(characteristic.uuid) failed: \(error)") }
+        guard let value = characteristic.value else { return }
+        switch characteristic.uuid {
+        case HeartRateProfile.bodySensorLocation:
+            let location = value.first ?? 0
+            output.emit(
+                "sensorLocation", ["value": Int(location)],
+                human: "Sensor worn on the \(HeartRateProfile.bodySensorLocationName(location))")
+        case HeartRateProfile.measurement:
+            do throws(HeartRateProfileError) {
+                let reading = try HeartRateMeasurement(decoding: value)
+                var fields: [String: any Sendable] = ["bpm": Int(reading.beatsPerMinute)]
+                if let energy = reading.energyExpended { fields["energyExpended"] = Int(energy) }
+                if !reading.rrIntervals.isEmpty { fields["rrIntervals"] = reading.rrIntervalSeconds }
+                output.emit("heartRate", fields, human: reading.summary)
+                readings += 1
+                if let count = configuration.count, readings >= count {
+                    stop { exit(0) }
+                }
+            } catch {
+                output.error("unreadable measurement: \(error)")
+            }
+        default: break
+        }
+    }
+
+    func peripheral(
+        _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
+    ) {
+        if let error { output.error("subscribing to \(characteristic.uuid) failed: \(error)") }
+    }
+
+    // MARK: Steps
+
+    private func use(_ peripheral: Peripheral) {
+        sensor = peripheral
+        peripheral.delegate = self
+        manager.connect(peripheral)
+    }
+
+    /// Discovers what is missing, reads the location, subscribes: after a connect, or with a
+    /// restored peripheral that already carries its services and notify state.
+    private func continueSetUp(_ peripheral: Peripheral) {
+        guard let service = peripheral.services?.first(where: { $0.uuid == HeartRateProfile.service }) else {
+            return peripheral.discoverServices([HeartRateProfile.service])
+        }
+        guard service.characteristics != nil else {
+            return peripheral.discoverCharacteristics(
+                [HeartRateProfile.measurement, HeartRateProfile.bodySensorLocation, HeartRateProfile.controlPoint],
+                for: service)
+        }
+        subscribe(peripheral, service)
+    }
+
+    private func subscribe(_ peripheral: Peripheral, _ service: Service) {
+        let characteristics = service.characteristics ?? []
+        if let location = characteristics.first(where: { $0.uuid == HeartRateProfile.bodySensorLocation }) {
+            peripheral.readValue(for: location)
+        }
+        guard let measurement = characteristics.first(where: { $0.uuid == HeartRateProfile.measurement }) else {
+            return output.error("the sensor has no Heart Rate Measurement characteristic")
+        }
+        if !measurement.isNotifying { peripheral.setNotifyValue(true, for: measurement) }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import Synchronization
+import Testing
+
+/// One of the built example programs, run with `--json` and read line by line.
+///
+/// The executables sit next to the test bundle (SwiftPM builds them with the tests). The
+/// program's standard output is parsed as JSON lines; standard error is kept for messages.
+final class ExampleProgram: Sendable {
+    let name: String
+    private let pid: pid_t
+    /// What the reader threads fill in.
+    private final class Captured: Sendable {
+        let lines = Mutex<[String]>([])
+        let errors = Mutex<[UInt8]>([])
+        let exitStatus = Mutex<Int32?>(nil)
+    }
+    private let captured = Captured()
+
+    /// The directory of the test bundle, where SwiftPM put the example executables.
+    static var buildDirectory: URL {
+        URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+    }
+
+    /// Starts `name` with `arguments`, on the bus at `busAddress` (nil: inherit the environment).
+    init(_ name: String, _ arguments: [String], busAddress: String?, environment extra: [String: String] = [:])
+        throws
+    {
+        self.name = name
+        let path = Self.buildDirectory.appendingPathComponent(name).path
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw ExampleProgramError(description: "\(path) is not built (swift build builds it)")
+        }
+        var environment = ProcessInfo.processInfo.environment
+        if let busAddress { environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress }
+        environment.merge(extra) { _, new in new }
+        let out = try Self.pipe(), err = try Self.pipe()
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_adddup2(&actions, out.write, 1)
+        posix_spawn_file_actions_adddup2(&actions, err.write, 2)
+        posix_spawn_file_actions_addclose(&actions, out.read)
+        posix_spawn_file_actions_addclose(&actions, err.read)
+        let argv = ([path] + arguments).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        close(out.write)
+        close(err.write)
+        guard spawned == 0 else {
+            close(out.read)
+            close(err.read)
+            throw ExampleProgramError(description: "cannot start \(path): error \(spawned)")
+        }
+        self.pid = pid
+        let child = pid
+        let captured = self.captured
+        Thread.detachNewThread {
+            var pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(out.read, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                pending += buffer[0..<n]
+                while let newline = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: pending[..<newline], as: UTF8.self)
+                    pending.removeSubrange(...newline)
+                    captured.lines.withLock { $0.append(line) }
+                }
+            }
+            close(out.read)
+            var status: Int32 = 0
+            while waitpid(child, &status, 0) < 0 && errno == EINTR {}
+            // WIFEXITED ? WEXITSTATUS : 128 + signal
+            let code = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+            captured.exitStatus.withLock { $0 = code }
+        }
+        Thread.detachNewThread {
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(err.read, &buffer, buffer.count)
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                captured.errors.withLock { $0 += buffer[0..<n] }
+            }
+            close(err.read)
+        }
+    }
+
+    private static func pipe() throws -> (read: Int32, write: Int32) {
+        var fds: [Int32] = [0, 0]
+        guard Glibc.pipe(&fds) == 0 else { throw ExampleProgramError(description: "pipe failed") }
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        return (fds[0], fds[1])
+    }
+
+    /// Every line printed so far.
+    var output: [String] { captured.lines.withLock { $0 } }
+
+    /// What the program wrote to standard error.
+    var standardError: String { String(decoding: captured.errors.withLock { $0 }, as: UTF8.self) }
+
+    /// The JSON events printed so far (lines that are not JSON objects are left out).
+    var events: [[String: Any]] {
+        output.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+
+    /// The events named `name`.
+    func events(_ name: String) -> [[String: Any]] { events.filter { $0["event"] as? String == name } }
+
+    /// The exit status once the program ended (128 + signal when a signal ended it).
+    var status: Int32? { captured.exitStatus.withLock { $0 } }
+
+    /// Waits until at least `count` events named `name` were printed; returns them.
+    @discardableResult
+    func waitForEvents(_ name: String, count: Int = 1, timeout: Duration = .seconds(20)) async throws
+        -> [[String: Any]]
+    {
+        try await waitUntil("\(self.name) printed \(count)× \(name)", timeout: timeout, diagnostics: diagnostics) {
+            self.events(name).count >= count || self.status != nil
+        }
+        let found = events(name)
+        guard found.count >= count else {
+            throw ExampleProgramError(description: "\(self.name) exited (\(status ?? -1)) before \(name)\n\(diagnostics())")
+        }
+        return found
+    }
+
+    /// Sends `signal` and waits for the program to exit; returns its status.
+    func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
+        if status == nil { kill(pid, signal) }
+        try await waitUntil("\(name) exited", timeout: timeout, diagnostics: diagnostics) { self.status != nil }
+        return status ?? -1
+    }
+
+    /// What to print when a wait fails.
+    func diagnostics() -> String {
+        "--- \(name) stdout:\n\(output.joined(separator: "\n"))\n--- stderr:\n\(standardError)"
+    }
+
+    deinit {
+        if status == nil { kill(pid, SIGKILL) }
+    }
+}
+
+struct ExampleProgramError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Polls `condition` every 10 ms until it holds; fails the test after `timeout` with `diagnostics`.
+func waitUntil(
+    _ what: String, timeout: Duration = .seconds(20), diagnostics: () -> String = { "" },
+    _ condition: () async throws -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return }
+        try await Task.sleep(for: .milliseconds(10))
+    }
+    if try await condition() { return }
+    Issue.record("timed out after \(timeout) waiting until \(what)\n\(diagnostics())")
+    throw ExampleProgramError(description: "timed out waiting until \(what)")
+}

@@ -9,6 +9,18 @@ extension BlueZCentralClient {
     /// An opaque handle on one remote service, characteristic or descriptor.
     package struct AttributeID: Hashable, Sendable {
         let path: ObjectPath
+
+        /// A string that names the attribute across processes (for saved state), as long as the
+        /// device's GATT database does not change: BlueZ derives the object path from handles.
+        package var token: String { path.rawValue }
+
+        /// The attribute a saved ``token`` names; nil when the text cannot be one.
+        package init?(token: String) {
+            guard let path = try? ObjectPath(token), path.rawValue.contains("/dev_") else { return nil }
+            self.path = path
+        }
+
+        init(path: ObjectPath) { self.path = path }
     }
 
     package struct ServiceInfo: Sendable, Hashable {

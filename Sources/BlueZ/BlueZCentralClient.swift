@@ -13,6 +13,17 @@ package final class BlueZCentralClient: @unchecked Sendable {
         let path: ObjectPath
         /// The device's address as its object path spells it (`dev_AA_BB_…` → `AA:BB:…`).
         package var address: String? { BlueZGattRequest.address(of: path) }
+
+        /// A string that names the device across processes and bluetoothd restarts (for saved state).
+        package var token: String { path.rawValue }
+
+        /// The device a saved ``token`` names; nil when the text cannot be one.
+        package init?(token: String) {
+            guard let path = try? ObjectPath(token), BlueZGattRequest.address(of: path) != nil else { return nil }
+            self.path = path
+        }
+
+        init(path: ObjectPath) { self.path = path }
     }
 
     /// The adapter as the central sees it.

@@ -135,7 +135,10 @@ extension CentralEngine {
         link.backoff = Self.firstRetryDelay
         links[id] = link
         manager?.post(.link(peripheral, .connected))
-        if client.device(id)?.servicesResolved == true { servicesResolved(id) }
+        if client.device(id)?.servicesResolved == true {
+            servicesResolved(id)
+            resubscribeRestored(id)
+        }
         updateBackgroundDiscovery()
     }
 

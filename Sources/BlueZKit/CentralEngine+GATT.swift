@@ -187,6 +187,7 @@ extension CentralEngine {
     /// Forgets the attribute objects of a link that ended; waiting discoveries fail.
     func resetGatt(_ id: DeviceHandle) {
         gatt[id] = nil
+        restoredSubscriptions[id] = nil
         guard let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id] else {
             return
         }

@@ -23,6 +23,10 @@ final class CentralEngine: @unchecked Sendable {
     var pendingServiceDiscoveries: [DeviceHandle: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
     var lastSeenRSSI: [DeviceHandle: Int16] = [:]
+    /// Restored peripherals whose links resume once the adapter is powered on.
+    var restoredLinks: [DeviceHandle] = []
+    /// Restored subscriptions to enable again once the peripheral is connected and resolved.
+    var restoredSubscriptions: [DeviceHandle: [BlueZCentralClient.AttributeID]] = [:]
     let discoveryChain = Mutex<Task<Void, Never>?>(nil)
 
     /// What a running scan reports and has reported.
@@ -116,7 +120,10 @@ final class CentralEngine: @unchecked Sendable {
         case .deviceChanged(let id, let device, let changed):
             if device.name != nil { peripherals[id]?.update(name: device.name) }
             if changed.contains("Connected"), !device.connected { linkLost(id) }
-            if changed.contains("ServicesResolved"), device.servicesResolved { servicesResolved(id) }
+            if changed.contains("ServicesResolved"), device.servicesResolved {
+                servicesResolved(id)
+                resubscribeRestored(id)
+            }
         case .deviceRemoved(let id):
             scan?.reported[id] = nil
             lastSeenRSSI[id] = nil
@@ -145,6 +152,7 @@ final class CentralEngine: @unchecked Sendable {
         guard newState != lastState else { return }
         lastState = newState
         manager?.post(.state(newState))
+        if newState == .poweredOn { resumeRestoredLinks() }
     }
 
     private func advertised(_ id: DeviceHandle, _ device: BlueZDeviceProperties) {

@@ -19,8 +19,10 @@ public final class CentralManager: @unchecked Sendable {
     public let queue: DispatchQueue
     /// The options the manager was created with.
     public let options: CentralManagerOptions
-    private let shared = Mutex(Shared())
+    let shared = Mutex(Shared())
     private let delegateReference = WeakDelegate(nil)
+    /// Saving and restoring state, when created with a restore identifier.
+    let restoration: ManagerRestoration<CentralRestorationRecord>?
 
     struct Shared {
         var state: ManagerState = .unknown
@@ -28,6 +30,12 @@ public final class CentralManager: @unchecked Sendable {
         var engine: CentralEngine?
         var scanStreams: [UInt64: AsyncStream<Discovery>.Continuation] = [:]
         var nextStreamID: UInt64 = 0
+        /// Peripherals with a pending or established connection, in request order (saved for restoration).
+        var linked: [Peripheral] = []
+        /// The scan running, as saved for restoration.
+        var scan: CentralRestorationRecord.Scan?
+        /// A restored scan to resume once the state is `.poweredOn`.
+        var scanToResume: CentralRestorationRecord.Scan?
     }
 
     /// Creates a manager; its state is `.unknown` until the first ``CentralManagerDelegate/centralManagerDidUpdateState(_:)``.
@@ -41,6 +49,9 @@ public final class CentralManager: @unchecked Sendable {
     ) {
         self.queue = queue ?? .main
         self.options = options
+        self.restoration = options.restoreIdentifier.map {
+            ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .central)
+        }
         delegateReference.value = delegate
         Task { await self.start() }
     }
@@ -80,8 +91,12 @@ public final class CentralManager: @unchecked Sendable {
     /// no scan error callback).
     public func scanForPeripherals(withServices serviceUUIDs: [BluetoothUUID]?, options: ScanOptions = .init()) {
         guard let engine = readyEngine(for: "scanForPeripherals") else { return }
-        shared.withLock { $0.isScanning = true }
+        shared.withLock { state in
+            state.isScanning = true
+            state.scan = CentralRestorationRecord.Scan(services: serviceUUIDs, options: options)
+        }
         engine.startScan(services: serviceUUIDs, options: options)
+        saveStateSoon()
     }
 
     /// Starts scanning with Core Bluetooth's scan option dictionary (`CBCentralManagerScanOption…Key`).
@@ -93,9 +108,11 @@ public final class CentralManager: @unchecked Sendable {
     public func stopScan() {
         let engine = shared.withLock { state in
             state.isScanning = false
+            state.scan = nil
             return state.engine
         }
         engine?.stopScan()
+        saveStateSoon()
     }
 
     /// A discovery reported by the async scan API.
@@ -142,7 +159,11 @@ public final class CentralManager: @unchecked Sendable {
     /// with a log line, unless the state is `.poweredOn`.
     public func connect(_ peripheral: Peripheral, options: [String: Any]? = nil) {
         guard let engine = readyEngine(for: "connect") else { return }
+        shared.withLock { state in
+            if !state.linked.contains(peripheral) { state.linked.append(peripheral) }
+        }
         engine.connect(peripheral)
+        saveStateSoon()
     }
 
     /// Cancels a pending connection or disconnects an established one (`Device1.Disconnect`).
@@ -150,8 +171,12 @@ public final class CentralManager: @unchecked Sendable {
     /// The delegate then gets ``CentralManagerDelegate/centralManager(_:didDisconnectPeripheral:error:)``
     /// with a nil error.
     public func cancelPeripheralConnection(_ peripheral: Peripheral) {
-        let engine = shared.withLock { $0.engine }
+        let engine = shared.withLock { state in
+            state.linked.removeAll { $0 === peripheral }
+            return state.engine
+        }
         engine?.cancelConnection(peripheral)
+        saveStateSoon()
     }
 
     // MARK: Retrieving known peripherals
@@ -182,6 +207,8 @@ public final class CentralManager: @unchecked Sendable {
         case discovered(Peripheral, AdvertisementData, rssi: Int, name: String?)
         case link(Peripheral, LinkEvent)
         case gatt(Peripheral, GattEvent)
+        /// Saved state was restored: `willRestoreState` comes first.
+        case restored([Peripheral], CentralRestorationRecord.Scan?)
     }
 
     /// A GATT result for a peripheral's delegate.
@@ -201,6 +228,8 @@ public final class CentralManager: @unchecked Sendable {
     /// A change of a peripheral's connection.
     enum LinkEvent: Sendable {
         case connecting, connected, disconnecting
+        /// A restored link that bluetoothd kept up while no process used it: taken over silently.
+        case adopted
         case failed(BluetoothError)
         case disconnected(BluetoothError?)
     }
@@ -215,6 +244,9 @@ public final class CentralManager: @unchecked Sendable {
                     if newState != .poweredOn { shared.isScanning = false }
                 }
                 delegate?.centralManagerDidUpdateState(self)
+                if newState == .poweredOn { resumeRestoredScan() }
+            case .restored(let peripherals, let scan):
+                deliverRestoredState(peripherals, scan: scan)
             case .discovered(let peripheral, let data, let rssi, let name):
                 let (streams, scanning) = shared.withLock { (Array($0.scanStreams.values), $0.isScanning) }
                 guard scanning else { return }
@@ -226,22 +258,26 @@ public final class CentralManager: @unchecked Sendable {
             case .gatt(let peripheral, let change):
                 deliver(change, for: peripheral)
             }
+            saveState()
         }
     }
 
     private func deliver(_ change: LinkEvent, for peripheral: Peripheral) {
         switch change {
         case .connecting: peripheral.update(state: .connecting)
+        case .adopted: peripheral.update(state: .connected)
         case .disconnecting: peripheral.update(state: .disconnecting)
         case .connected:
             peripheral.update(state: .connected)
             delegate?.centralManager(self, didConnect: peripheral)
         case .failed(let error):
             peripheral.update(state: .disconnected)
+            shared.withLock { $0.linked.removeAll { $0 === peripheral } }
             delegate?.centralManager(self, didFailToConnect: peripheral, error: error)
         case .disconnected(let error):
             peripheral.update(state: .disconnected)
             peripheral.update(services: nil)
+            shared.withLock { $0.linked.removeAll { $0 === peripheral } }
             delegate?.centralManager(self, didDisconnectPeripheral: peripheral, error: error)
         }
     }
@@ -299,6 +335,10 @@ public final class CentralManager: @unchecked Sendable {
     // MARK: Start
 
     private func start() async {
+        if restoration?.isRefused == true {
+            // Another live manager holds this restore identifier: refuse to run (see restorationError).
+            return post(.state(.unsupported))
+        }
         let connection: DBusConnection
         do throws(DBusError) {
             if let address = options.busAddress {
@@ -312,6 +352,9 @@ public final class CentralManager: @unchecked Sendable {
         }
         let engine = CentralEngine(manager: self, connection: connection, adapter: options.adapter)
         shared.withLock { $0.engine = engine }
+        if let saved = restoration?.takeSavedState() {
+            post(.restored(engine.restore(saved), saved.scan))
+        }
         do throws(DBusError) {
             try await engine.start()
         } catch {

@@ -2,11 +2,12 @@
 public struct CentralManagerOptions: Sendable, Hashable {
     /// Accepted for source compatibility and ignored: Linux has no system power alert.
     public var showPowerAlert: Bool
-    /// The restore identifier (`CBCentralManagerOptionRestoreIdentifierKey`).
-    ///
-    /// State restoration is not implemented yet: the identifier is kept but
-    /// nothing is saved or restored.
+    /// The restore identifier (`CBCentralManagerOptionRestoreIdentifierKey`): the manager saves
+    /// its state under it on every change, and a later manager created with it gets that state
+    /// back (`willRestoreState`). Any string works; it is a key, never a path.
     public var restoreIdentifier: String?
+    /// Where restored state is kept; nil for ``RestorationStore/standard`` (the XDG state directory).
+    public var restorationStore: RestorationStore?
     /// The adapter to use: `"hci1"`, or its address such as `"00:AA:01:00:00:23"`; nil for the first one.
     public var adapter: String?
     /// The D-Bus address of the system bus; nil to use `DBUS_SYSTEM_BUS_ADDRESS` or the default socket.
@@ -15,10 +16,11 @@ public struct CentralManagerOptions: Sendable, Hashable {
     /// Creates options; every field has a default.
     public init(
         showPowerAlert: Bool = false, restoreIdentifier: String? = nil, adapter: String? = nil,
-        busAddress: String? = nil
+        busAddress: String? = nil, restorationStore: RestorationStore? = nil
     ) {
         self.showPowerAlert = showPowerAlert
         self.restoreIdentifier = restoreIdentifier
+        self.restorationStore = restorationStore
         self.adapter = adapter
         self.busAddress = busAddress
     }

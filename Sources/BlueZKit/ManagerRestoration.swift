@@ -1,0 +1,76 @@
+import DBus
+import Synchronization
+
+/// The restoration of one manager created with a restore identifier: its claim on the
+/// identifier, the state saved by an earlier process (taken once), and saving on change.
+///
+/// Created synchronously when the manager is, so the saved state is read before anything
+/// could overwrite it. Failures are logged once and kept in ``error``; a save that fails is
+/// retried with the next change. The invariant behind `Sendable`: state behind a `Mutex`.
+final class ManagerRestoration<Record: Codable & Hashable & Sendable>: Sendable {
+    let identifier: String
+    let store: RestorationStore
+    private let role: RestorationStore.Role
+    private let state: Mutex<State>
+
+    private struct State: Sendable {
+        var claim: RestorationClaim?
+        var saved: Record?
+        var lastWritten: Record?
+        var error: RestorationError?
+    }
+
+    /// Claims `identifier` in `store` and reads what it holds for `role`.
+    init(identifier: String, store: RestorationStore, role: RestorationStore.Role) {
+        self.identifier = identifier
+        self.store = store
+        self.role = role
+        var initial = State()
+        do throws(RestorationError) {
+            initial.claim = try store.claim(identifier)
+        } catch {
+            DBusLog.warning("restore identifier \(String(reflecting: identifier)): \(error)")
+            initial.error = error
+            state = Mutex(initial)
+            return
+        }
+        do throws(RestorationError) {
+            initial.saved = try store.load(Record.self, role: role, for: identifier)
+            initial.lastWritten = initial.saved
+        } catch {
+            DBusLog.warning("saved state of \(String(reflecting: identifier)) ignored: \(error)")
+            initial.error = error
+        }
+        state = Mutex(initial)
+    }
+
+    /// True when another live manager holds the identifier: this one must not run.
+    var isRefused: Bool { state.withLock { $0.claim == nil } }
+
+    /// Why restoration did not happen, if it did not: the identifier in use, or unreadable state.
+    var error: RestorationError? { state.withLock { $0.error } }
+
+    /// The saved state, once (nil when there was none or it was unreadable).
+    func takeSavedState() -> Record? {
+        state.withLock { state in
+            defer { state.saved = nil }
+            return state.saved
+        }
+    }
+
+    /// Saves `record` when it differs from what was written last.
+    func save(_ record: Record) {
+        let write: Bool = state.withLock { state in
+            guard state.claim != nil, state.lastWritten != record else { return false }
+            state.lastWritten = record
+            return true
+        }
+        guard write else { return }
+        do throws(RestorationError) {
+            try store.save(record, role: role, for: identifier)
+        } catch {
+            DBusLog.warning("could not save the state of \(String(reflecting: identifier)): \(error)")
+            state.withLock { $0.lastWritten = nil }
+        }
+    }
+}

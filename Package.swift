@@ -44,7 +44,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["BlueZKit"],
+            dependencies: ["BlueZKit", "HeartRateProfile", "ExampleSupport"],
             swiftSettings: strictSettings
         ),
         .target(
@@ -82,9 +82,14 @@ let package = Package(
             path: "Examples/HeartRateCentral",
             swiftSettings: strictSettings
         ),
+        .target(
+            name: "ExampleSupport",
+            path: "Tests/ExampleSupport",
+            swiftSettings: strictSettings
+        ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["HeartRateProfile", "BlueZKit", "BlueZKitTesting"],
+            dependencies: ["HeartRateProfile", "BlueZKit", "BlueZKitTesting", "ExampleSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

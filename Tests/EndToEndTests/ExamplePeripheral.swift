@@ -75,8 +75,13 @@ final class ExamplePeripheral: @unchecked Sendable {
     /// drops their application and advertisement before the next test registers its own.
     func stop() {
         for process in processes where process.isRunning { process.terminate() }
-        // Process.waitUntilExit can hang here; poll the exit instead (cleanup, bounded).
-        let deadline = Date().addingTimeInterval(10)
+        // Process.waitUntilExit can hang here; poll the exit instead (cleanup, bounded). The
+        // scripts inherit the test runner's signal mask, where SIGTERM can be blocked: a script
+        // that outlives it is killed, or bluetoothd would keep its application registered.
+        var deadline = Date().addingTimeInterval(3)
+        while processes.contains(where: \.isRunning) && Date() < deadline { usleep(20_000) }
+        for process in processes where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        deadline = Date().addingTimeInterval(10)
         while processes.contains(where: \.isRunning) && Date() < deadline { usleep(20_000) }
         processes.removeAll()
     }

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 import Synchronization
 import Testing
 
@@ -6,8 +6,9 @@ import Testing
 ///
 /// The executables sit next to the test bundle (SwiftPM builds them with the tests). The
 /// program's standard output is parsed as JSON lines; standard error is kept for messages.
-final class ExampleProgram: Sendable {
-    let name: String
+public final class ExampleProgram: Sendable {
+    /// The program's name.
+    public let name: String
     private let pid: pid_t
     /// What the reader threads fill in.
     private final class Captured: Sendable {
@@ -18,12 +19,12 @@ final class ExampleProgram: Sendable {
     private let captured = Captured()
 
     /// The directory of the test bundle, where SwiftPM put the example executables.
-    static var buildDirectory: URL {
+    public static var buildDirectory: URL {
         URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
     }
 
     /// Starts `name` with `arguments`, on the bus at `busAddress` (nil: inherit the environment).
-    init(_ name: String, _ arguments: [String], busAddress: String?, environment extra: [String: String] = [:])
+    public init(_ name: String, _ arguments: [String], busAddress: String?, environment extra: [String: String] = [:])
         throws
     {
         self.name = name
@@ -45,8 +46,20 @@ final class ExampleProgram: Sendable {
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { (argv + envp).forEach { free($0) } }
+        // The test runner's threads may block signals; the child must not inherit that, or
+        // SIGTERM would never reach it.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var noSignals = sigset_t()
+        sigemptyset(&noSignals)
+        var allSignals = sigset_t()
+        sigfillset(&allSignals)
+        posix_spawnattr_setsigmask(&attributes, &noSignals)
+        posix_spawnattr_setsigdefault(&attributes, &allSignals)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
+        let spawned = posix_spawn(&pid, path, &actions, &attributes, argv, envp)
         close(out.write)
         close(err.write)
         guard spawned == 0 else {
@@ -98,30 +111,30 @@ final class ExampleProgram: Sendable {
     }
 
     /// Every line printed so far.
-    var output: [String] { captured.lines.withLock { $0 } }
+    public var output: [String] { captured.lines.withLock { $0 } }
 
     /// What the program wrote to standard error.
-    var standardError: String { String(decoding: captured.errors.withLock { $0 }, as: UTF8.self) }
+    public var standardError: String { String(decoding: captured.errors.withLock { $0 }, as: UTF8.self) }
 
     /// The JSON events printed so far (lines that are not JSON objects are left out).
-    var events: [[String: Any]] {
+    public var events: [[String: Any]] {
         output.compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
         }
     }
 
     /// The events named `name`.
-    func events(_ name: String) -> [[String: Any]] { events.filter { $0["event"] as? String == name } }
+    public func events(_ name: String) -> [[String: Any]] { events.filter { $0["event"] as? String == name } }
 
     /// The exit status once the program ended (128 + signal when a signal ended it).
-    var status: Int32? { captured.exitStatus.withLock { $0 } }
+    public var status: Int32? { captured.exitStatus.withLock { $0 } }
 
     /// Waits until at least `count` events named `name` were printed; returns them.
     @discardableResult
-    func waitForEvents(_ name: String, count: Int = 1, timeout: Duration = .seconds(20)) async throws
+    public func waitForEvents(_ name: String, count: Int = 1, timeout: Duration = .seconds(20)) async throws
         -> [[String: Any]]
     {
-        try await waitUntil("\(self.name) printed \(count)× \(name)", timeout: timeout, diagnostics: diagnostics) {
+        try await pollUntil("\(self.name) printed \(count)× \(name)", timeout: timeout, diagnostics: diagnostics) {
             self.events(name).count >= count || self.status != nil
         }
         let found = events(name)
@@ -132,14 +145,14 @@ final class ExampleProgram: Sendable {
     }
 
     /// Sends `signal` and waits for the program to exit; returns its status.
-    func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
+    public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
         if status == nil { kill(pid, signal) }
-        try await waitUntil("\(name) exited", timeout: timeout, diagnostics: diagnostics) { self.status != nil }
+        try await pollUntil("\(name) exited", timeout: timeout, diagnostics: diagnostics) { self.status != nil }
         return status ?? -1
     }
 
     /// What to print when a wait fails.
-    func diagnostics() -> String {
+    public func diagnostics() -> String {
         "--- \(name) stdout:\n\(output.joined(separator: "\n"))\n--- stderr:\n\(standardError)"
     }
 
@@ -148,12 +161,14 @@ final class ExampleProgram: Sendable {
     }
 }
 
-struct ExampleProgramError: Error, CustomStringConvertible {
-    let description: String
+/// A program that could not run or did not print what was waited for.
+public struct ExampleProgramError: Error, CustomStringConvertible {
+    /// What happened.
+    public let description: String
 }
 
 /// Polls `condition` every 10 ms until it holds; fails the test after `timeout` with `diagnostics`.
-func waitUntil(
+public func pollUntil(
     _ what: String, timeout: Duration = .seconds(20), diagnostics: () -> String = { "" },
     _ condition: () async throws -> Bool
 ) async throws {

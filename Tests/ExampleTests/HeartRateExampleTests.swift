@@ -1,4 +1,5 @@
 import BlueZKitTesting
+import ExampleSupport
 import Foundation
 import HeartRateProfile
 import Testing
@@ -73,7 +74,7 @@ import Testing
         try bluez.addPeripheral(sensor)
         let program = try ExampleProgram("heart-rate-central", ["--json", "--count", "3"], busAddress: bluez.busAddress)
         try await program.waitForEvents("scanning")
-        try await waitUntil("the sensor was found", diagnostics: program.diagnostics) {
+        try await pollUntil("the sensor was found", diagnostics: program.diagnostics) {
             other.advertise()
             sensor.advertise()
             return !program.events("discovered").isEmpty
@@ -83,7 +84,7 @@ import Testing
         try await program.waitForEvents("connected")
         let location = try await program.waitForEvents("sensorLocation")
         #expect(location.first?["value"] as? Int == 2)
-        try await waitUntil("subscribed", diagnostics: program.diagnostics) {
+        try await pollUntil("subscribed", diagnostics: program.diagnostics) {
             sensor.updateValue([0x16, 72, 0x52, 0x03], for: measurement)  // 72 bpm, contact, RR 850/1024 s
         }
         sensor.updateValue([0x06, 73], for: measurement)
@@ -92,7 +93,7 @@ import Testing
         #expect(readings.map { $0["bpm"] as? Int } == [72, 73, 74])
         #expect(readings[0]["rrIntervals"] as? [Double] == [850.0 / 1024])
         #expect(readings[2]["energyExpended"] as? Int == 12)
-        try await waitUntil("exited after --count readings") { program.status != nil }
+        try await pollUntil("exited after --count readings") { program.status != nil }
         #expect(program.status == 0)
     }
 
@@ -105,11 +106,11 @@ import Testing
             services: [SimulatedService(uuid: Self.hrs, characteristics: [measurement])])
         try bluez.addPeripheral(sensor)
         let program = try ExampleProgram("heart-rate-central", ["--json"], busAddress: bluez.busAddress)
-        try await waitUntil("connected", diagnostics: program.diagnostics) {
+        try await pollUntil("connected", diagnostics: program.diagnostics) {
             sensor.advertise()
             return !program.events("connected").isEmpty
         }
-        try await waitUntil("subscribed", diagnostics: program.diagnostics) {
+        try await pollUntil("subscribed", diagnostics: program.diagnostics) {
             sensor.updateValue([0x00, 70], for: measurement)
         }
         sensor.setInRange(false)
@@ -117,10 +118,10 @@ import Testing
         #expect(disconnected.first?["error"] is String)
         sensor.setInRange(true)
         try await program.waitForEvents("connected", count: 2)
-        try await waitUntil("subscribed again", diagnostics: program.diagnostics) {
+        try await pollUntil("subscribed again", diagnostics: program.diagnostics) {
             sensor.updateValue([0x00, 71], for: measurement)
         }
-        try await waitUntil("a reading after the return", diagnostics: program.diagnostics) {
+        try await pollUntil("a reading after the return", diagnostics: program.diagnostics) {
             program.events("heartRate").contains { $0["bpm"] as? Int == 71 }
         }
         #expect(try await program.stop() == 0)
@@ -132,7 +133,7 @@ import Testing
             ("heart-rate-peripheral", ["--interval-ms"]), ("heart-rate-peripheral", ["--bogus"]),
         ] {
             let program = try ExampleProgram(name, arguments, busAddress: "unix:path=/nonexistent")
-            try await waitUntil("\(name) exited") { program.status != nil }
+            try await pollUntil("\(name) exited") { program.status != nil }
             #expect(program.status == 2, "\(name) \(arguments)")
             #expect(program.standardError.contains("usage:"))
         }

@@ -55,7 +55,8 @@ public final class MutableCharacteristic: @unchecked Sendable, Hashable, CustomS
         self.state = Mutex((value, nil))
     }
 
-    /// The static value, or the last value sent with ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)``.
+    /// The static value given at creation; nil for a dynamic characteristic (whose reads reach
+    /// the delegate and whose updates go out with ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)``).
     public var value: Data? {
         get { state.withLock { $0.value } }
         set { state.withLock { $0.value = newValue } }

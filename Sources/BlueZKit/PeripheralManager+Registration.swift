@@ -108,6 +108,19 @@ extension PeripheralManager {
         }
     }
 
+    /// What BlueZ's `LEAdvertisement1` carries for `data` (manufacturer data split into the
+    /// company identifier and the payload).
+    static func advertisementContent(_ data: AdvertisementData) -> BlueZAdvertisement.Content {
+        var manufacturer: [UInt16: [UInt8]] = [:]
+        if let bytes = data.manufacturerData, bytes.count >= 2 {
+            manufacturer[UInt16(bytes[bytes.startIndex]) | UInt16(bytes[bytes.startIndex + 1]) << 8] = Array(bytes.dropFirst(2))
+        }
+        return BlueZAdvertisement.Content(
+            localName: data.localName, serviceUUIDs: data.serviceUUIDs.map(\.bluezString),
+            solicitUUIDs: data.solicitedServiceUUIDs.map(\.bluezString), manufacturerData: manufacturer,
+            serviceData: Dictionary(uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }))
+    }
+
     /// Registers the advertisement; returns the error for the delegate, if any.
     func advertise(_ content: BlueZAdvertisement.Content) async -> (any Error)? {
         guard content.legacyLength <= 31 else {

@@ -39,7 +39,6 @@ extension PeripheralManager {
             waitForRoom(on: client.connection)
             return false
         }
-        characteristic.value = value
         application.notify(id, value: Array(value))
         return true
     }

@@ -25,6 +25,8 @@ public final class PeripheralManager: @unchecked Sendable {
     public let options: CentralManagerOptions
     private let delegateReference = WeakDelegate(nil)
     let shared = Mutex(Shared())
+    /// Saving and restoring state, when created with a restore identifier.
+    let restoration: ManagerRestoration<PeripheralRestorationRecord>?
 
     struct Shared {
         var state: ManagerState = .unknown
@@ -46,6 +48,8 @@ public final class PeripheralManager: @unchecked Sendable {
         /// bluetoothd or the adapter came back.
         var services: [MutableService] = []
         var wantedAdvertisement: BlueZAdvertisement.Content?
+        /// What is advertised, as saved for restoration.
+        var advertisementData: AdvertisementData?
         /// bluetoothd or the adapter went away since the last registration: registrations are gone.
         var registrationsLost = false
     }
@@ -56,6 +60,9 @@ public final class PeripheralManager: @unchecked Sendable {
     ) {
         self.queue = queue ?? .main
         self.options = options
+        self.restoration = options.restoreIdentifier.map {
+            ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .peripheral)
+        }
         delegateReference.value = delegate
         Task { await self.start() }
     }
@@ -93,7 +100,10 @@ public final class PeripheralManager: @unchecked Sendable {
                 failure = BluetoothError(.unknown, message: error.description, underlying: error)
             }
             let result = failure
-            queue.async { self.delegate?.peripheralManager(self, didAdd: service, error: result) }
+            queue.async {
+                self.saveState()
+                self.delegate?.peripheralManager(self, didAdd: service, error: result)
+            }
         }
     }
 
@@ -103,6 +113,7 @@ public final class PeripheralManager: @unchecked Sendable {
             state.services.removeAll { $0 === service }
             return (state.applications.removeValue(forKey: ObjectIdentifier(service)), state.client)
         }
+        saveStateSoon()
         guard let application else { return }
         Task { await application.unregister(from: await adapterPath(client)) }
     }
@@ -116,6 +127,7 @@ public final class PeripheralManager: @unchecked Sendable {
             }
             return (Array(state.applications.values), state.client)
         }
+        saveStateSoon()
         Task {
             let adapter = await adapterPath(client)
             for application in applications { await application.unregister(from: adapter) }
@@ -144,18 +156,17 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// Starts advertising typed advertisement data.
     public func startAdvertising(_ data: AdvertisementData) {
-        var manufacturer: [UInt16: [UInt8]] = [:]
-        if let bytes = data.manufacturerData, bytes.count >= 2 {
-            manufacturer[UInt16(bytes[bytes.startIndex]) | UInt16(bytes[bytes.startIndex + 1]) << 8] = Array(bytes.dropFirst(2))
-        }
-        let content = BlueZAdvertisement.Content(
-            localName: data.localName, serviceUUIDs: data.serviceUUIDs.map(\.bluezString),
-            solicitUUIDs: data.solicitedServiceUUIDs.map(\.bluezString), manufacturerData: manufacturer,
-            serviceData: Dictionary(uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }))
+        let content = Self.advertisementContent(data)
         Task {
             let error = await advertise(content)
-            shared.withLock { $0.isAdvertising = error == nil }
-            queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: error) }
+            shared.withLock { state in
+                state.isAdvertising = error == nil
+                if error == nil { state.advertisementData = data }
+            }
+            queue.async {
+                self.saveState()
+                self.delegate?.peripheralManagerDidStartAdvertising(self, error: error)
+            }
         }
     }
 
@@ -166,9 +177,11 @@ public final class PeripheralManager: @unchecked Sendable {
                 state.advertisement = nil
                 state.isAdvertising = false
                 state.wantedAdvertisement = nil
+                state.advertisementData = nil
             }
             return (state.advertisement, state.client)
         }
+        saveStateSoon()
         guard let advertisement else { return }
         Task { await advertisement.unregister(from: await adapterPath(client)) }
     }
@@ -191,6 +204,11 @@ public final class PeripheralManager: @unchecked Sendable {
     // MARK: Internals
 
     private func start() async {
+        if restoration?.isRefused == true {
+            // Another live manager holds this restore identifier: refuse to run (see restorationError).
+            return setState(.unsupported)
+        }
+        if let saved = restoration?.takeSavedState() { restore(saved) }
         let connection: DBusConnection
         do throws(DBusError) {
             if let address = options.busAddress {

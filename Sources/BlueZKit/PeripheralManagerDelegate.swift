@@ -26,6 +26,14 @@ public protocol PeripheralManagerDelegate: AnyObject {
     /// ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)`` returned false earlier and
     /// there is room again: send the value that did not go out.
     func peripheralManagerIsReady(toUpdateSubscribers peripheral: PeripheralManager)
+    /// The manager was created with a restore identifier that has saved state: this is the
+    /// first delegate call, before ``peripheralManagerDidUpdateState(_:)``.
+    ///
+    /// `dict` holds ``CBPeripheralManagerRestoredStateServicesKey`` (`[MutableService]`, the
+    /// services published before, rebuilt) and ``CBPeripheralManagerRestoredStateAdvertisementDataKey``
+    /// (`[String: Any]`) when it was advertising. The manager publishes the services and
+    /// advertises again on its own once the adapter is powered on; `didAdd` is not called for them.
+    func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any])
 }
 
 extension PeripheralManagerDelegate {
@@ -51,4 +59,6 @@ extension PeripheralManagerDelegate {
     ) {}
     /// Does nothing.
     public func peripheralManagerIsReady(toUpdateSubscribers peripheral: PeripheralManager) {}
+    /// Does nothing.
+    public func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any]) {}
 }

@@ -92,6 +92,7 @@ extension EndToEndTests {
         ctl.send("write 0x01")
         let writes = try await peripheral.waitForEvents("controlPoint", timeout: .seconds(30))
         #expect(writes.first?["value"] as? [Int] == [1])
+        ctl.send("back")  // disconnect is a main-menu command
         ctl.send("disconnect \(hci1)")
         try await peripheral.waitForEvents("unsubscribed", timeout: .seconds(30))
         #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")

@@ -196,6 +196,9 @@ extension CentralEngine {
                 // The manager was released and its connection closed.
             } catch {
                 DBusLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
+                // Not discovering after all (bluetoothd or the adapter is away): the next
+                // attempt, or the adapter's return, tries again.
+                if wanted { self.connection.queue.async { self.backgroundDiscovery = false } }
             }
         }
     }

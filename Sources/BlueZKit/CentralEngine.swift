@@ -148,11 +148,24 @@ final class CentralEngine: @unchecked Sendable {
             adapterAddress = address
             newState = powered ? .poweredOn : .poweredOff
         }
-        if newState != .poweredOn { scan = nil }
+        if newState != .poweredOn {
+            scan = nil
+            // Links cannot outlive bluetoothd or the adapter: report them lost (before the
+            // state, so that a delegate that connects again at once is still allowed to). The
+            // requests that follow stay pending until the adapter is back.
+            for (id, link) in links where link.phase == .connected { linkLost(id) }
+            // Discovery sessions end with bluetoothd and with the adapter's power.
+            backgroundDiscovery = false
+        }
         guard newState != lastState else { return }
         lastState = newState
+        // Restored links first: a peripheral whose link bluetoothd kept is `.connected` by the
+        // time the delegate hears `.poweredOn`.
+        if newState == .poweredOn {
+            resumeRestoredLinks()
+            updateBackgroundDiscovery()
+        }
         manager?.post(.state(newState))
-        if newState == .poweredOn { resumeRestoredLinks() }
     }
 
     private func advertised(_ id: DeviceHandle, _ device: BlueZDeviceProperties) {

@@ -88,7 +88,7 @@ import Testing
         try await waitUntil("published and advertising again") {
             adapter.registeredApplications.count == 1 && adapter.registeredAdvertisements.first?.localName == "HRM"
         }
-        #expect(manager.isAdvertising)
+        try await waitUntil("isAdvertising") { manager.isAdvertising }
         #expect(!second.events.contains { $0.hasPrefix("added") }, "restored services are not re-reported as added")
         let central = try bluez.addCentral(address: "11:22:33:44:55:66")
         #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A38") == [0x03])

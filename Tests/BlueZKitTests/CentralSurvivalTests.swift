@@ -1,0 +1,86 @@
+import BlueZKit
+import BlueZKitTesting
+import Dispatch
+import Synchronization
+import Testing
+
+/// Connections across bluetoothd restarts and adapter power cycles (issue 7), on the simulator.
+@Suite struct CentralSurvivalTests {
+    /// Connects again whenever a link drops, the door-lock pattern, and logs everything in order.
+    final class DoorLockDelegate: CentralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.door-lock")
+        let log = Mutex<[String]>([])
+        func centralManagerDidUpdateState(_ central: CentralManager) {
+            let state = central.state
+            log.withLock { $0.append("state \(state)") }
+        }
+        func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {
+            log.withLock { $0.append("connected") }
+        }
+        func centralManager(
+            _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?
+        ) {
+            let code = (error as? BluetoothError).map { "\($0.code)" } ?? "nil"
+            log.withLock { $0.append("disconnected \(code)") }
+            central.connect(peripheral)
+        }
+        var events: [String] { log.withLock { $0 } }
+    }
+
+    static func connected() async throws -> (SimulatedBlueZ, CentralManager, DoorLockDelegate, SimulatedPeripheral, Peripheral) {
+        let bluez = try await SimulatedBlueZ.start()
+        let sensor = CentralManagerScanTests.heartRateSensor()
+        try bluez.addPeripheral(sensor)
+        let delegate = DoorLockDelegate()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        let discoveries = central.discoveries()
+        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        sensor.advertise()
+        var iterator = discoveries.makeAsyncIterator()
+        let peripheral = try #require(await iterator.next()?.peripheral)
+        central.stopScan()
+        central.connect(peripheral)
+        try await waitUntil("connected") { delegate.events.contains("connected") }
+        return (bluez, central, delegate, sensor, peripheral)
+    }
+
+    @Test func aLinkLostToABluetoothdRestartIsReportedAndTheNewRequestCompletes() async throws {
+        let (bluez, central, delegate, sensor, peripheral) = try await Self.connected()
+        defer { bluez.stop() }
+        try await bluez.restart(downtime: .milliseconds(200))
+        // The link is reported lost before the state leaves poweredOn, so the delegate's
+        // connect is accepted and stays pending through the restart.
+        try await waitUntil("resetting") { delegate.events.contains("state resetting") }
+        let events = delegate.events
+        let lost = try #require(events.firstIndex(of: "disconnected peripheralDisconnected"))
+        #expect(lost < events.firstIndex(of: "state resetting")!)
+        try await waitUntil("back on") { central.state == .poweredOn }
+        // The request is pending (or already done: the background discovery finds the sensor fast).
+        #expect(peripheral.state == .connecting || peripheral.state == .connected)
+        try await waitUntil("connected again once the sensor is seen") {
+            sensor.advertise()
+            return delegate.events.filter { $0 == "connected" }.count == 2
+        }
+        #expect(peripheral.state == .connected)
+    }
+
+    @Test func aPendingRequestSurvivesAnAdapterPowerCycle() async throws {
+        let (bluez, central, delegate, sensor, peripheral) = try await Self.connected()
+        defer { withExtendedLifetime(central) { bluez.stop() } }
+        sensor.setInRange(false)
+        try await waitUntil("link lost") { delegate.events.contains("disconnected peripheralDisconnected") }
+        try await waitUntil("pending") { peripheral.state == .connecting }
+        bluez.adapters[0].setPowered(false)
+        try await waitUntil("powered off") { delegate.events.contains("state poweredOff") }
+        bluez.adapters[0].setPowered(true)
+        try await waitUntil("powered on again") { delegate.events.last == "state poweredOn" }
+        #expect(peripheral.state == .connecting, "the request is still pending")
+        sensor.setInRange(true)
+        try await waitUntil("connected when the sensor returns", timeout: .seconds(40)) {
+            sensor.advertise()
+            return delegate.events.filter { $0 == "connected" }.count == 2
+        }
+    }
+}

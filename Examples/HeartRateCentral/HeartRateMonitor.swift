@@ -55,9 +55,10 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         output.emit("state", ["state": "\(central.state)"], human: "Bluetooth is \(central.state)")
         guard central.state == .poweredOn else { return }
         if let sensor {
-            // A sensor we already had (restored, or connected before a power cycle): connect
-            // again; the request waits for it as long as it takes.
-            if sensor.state != .connected { central.connect(sensor) }
+            // A sensor we already had (restored, or connected before a power cycle). A restored
+            // link that bluetoothd kept is connected already: carry on with what was discovered.
+            // Otherwise connect again; the request waits for it as long as it takes.
+            if sensor.state == .connected { continueSetUp(sensor) } else { central.connect(sensor) }
             return
         }
         if let identifier = configuration.identifier,
@@ -75,10 +76,10 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
             "restored", ["peripherals": peripherals.map(\.identifier.uuidString)],
             human: "Restored \(peripherals.count) peripheral\(peripherals.count == 1 ? "" : "s")")
         guard let restored = peripherals.first else { return }
+        // No new scan: the sensor, its services and its subscription come back with it;
+        // didUpdateState carries on from there.
         sensor = restored
         restored.delegate = self
-        // What was discovered and subscribed before the restart is still here: carry on from it.
-        if restored.state == .connected { continueSetUp(restored) }
     }
 
     func centralManager(

@@ -23,11 +23,12 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
     private var manager: PeripheralManager!
     private var timer: (any DispatchSourceTimer)?
 
-    private let measurement = MutableCharacteristic(
+    // Replaced by the restored objects when the manager restores its state.
+    private var measurement = MutableCharacteristic(
         type: HeartRateProfile.measurement, properties: [.notify], value: nil, permissions: [])
-    private let controlPoint = MutableCharacteristic(
+    private var controlPoint = MutableCharacteristic(
         type: HeartRateProfile.controlPoint, properties: [.write], value: nil, permissions: [.writeable])
-    private let batteryLevel = MutableCharacteristic(
+    private var batteryLevel = MutableCharacteristic(
         type: HeartRateProfile.batteryLevel, properties: [.read, .notify], value: nil, permissions: [.readable])
     private var services: [MutableService] = []
     private var servicesAdded = 0
@@ -89,9 +90,31 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
 
     func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {
         output.emit("state", ["state": "\(peripheral.state)"], human: "Bluetooth is \(peripheral.state)")
-        guard peripheral.state == .poweredOn, !published else { return }
+        guard peripheral.state == .poweredOn else { return }
+        if published {
+            // Restored: the manager publishes and advertises again by itself.
+            return startMeasuring()
+        }
         published = true
         for service in services { peripheral.add(service) }
+    }
+
+    func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any]) {
+        let restored = dict[CBPeripheralManagerRestoredStateServicesKey] as? [MutableService] ?? []
+        let characteristics = restored.flatMap { $0.characteristics ?? [] }
+        func find(_ uuid: BluetoothUUID) -> MutableCharacteristic? { characteristics.first { $0.uuid == uuid } }
+        output.emit(
+            "restored", ["services": restored.map { "\($0.uuid)" }],
+            human: "Restored \(restored.count) published services")
+        // Take over the restored objects: updates and requests refer to them from now on.
+        guard let measurement = find(HeartRateProfile.measurement), let controlPoint = find(HeartRateProfile.controlPoint),
+            let batteryLevel = find(HeartRateProfile.batteryLevel)
+        else { return }
+        self.measurement = measurement
+        self.controlPoint = controlPoint
+        self.batteryLevel = batteryLevel
+        services = restored
+        published = true
     }
 
     func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {

@@ -1,0 +1,131 @@
+import ExampleSupport
+import Foundation
+import Testing
+
+/// The seeds' long-term case on the real bluetoothd: the heart-rate central killed and
+/// relaunched with its restore identifier, bluetoothd restarted under both examples, and the
+/// peripheral's adapter off for longer than every timeout in BlueZ and the kernel.
+extension EndToEndTests {
+    /// A fresh XDG state directory for one test's restore identifiers.
+    static func stateDirectory() throws -> String {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bluezkit-state-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return directory.path
+    }
+
+    /// Our peripheral on hci1 and our central on hci0, readings flowing.
+    static func startExamples(centralArguments: [String] = [], state: String) async throws
+        -> (central: ExampleProgram, peripheral: ExampleProgram)
+    {
+        try ExamplePeripheral.forgetKnownDevices()
+        let environment = ["XDG_STATE_HOME": state]
+        let peripheral = try ExampleProgram(
+            "heart-rate-peripheral", ["--json", "--adapter", "hci1", "--name", "Long HRM", "--interval-ms", "250"],
+            busAddress: nil, environment: environment)
+        try await peripheral.waitForEvents("advertising", timeout: .seconds(30))
+        let central = try ExampleProgram(
+            "heart-rate-central", ["--json", "--adapter", "hci0", "--name", "Long HRM"] + centralArguments,
+            busAddress: nil, environment: environment)
+        try await central.waitForEvents("heartRate", count: 2, timeout: .seconds(90))
+        return (central, peripheral)
+    }
+
+    @Test func aKilledCentralIsRestoredWithoutAScanAndValuesFlowAgain() async throws {
+        let state = try Self.stateDirectory()
+        let arguments = ["--restore-id", "e2e-monitor"]
+        let (first, peripheral) = try await Self.startExamples(centralArguments: arguments, state: state)
+        #expect(try await first.stop(signal: SIGKILL) == 128 + SIGKILL)
+
+        let relaunched = try ExampleProgram(
+            "heart-rate-central", ["--json", "--adapter", "hci0", "--name", "Long HRM"] + arguments,
+            busAddress: nil, environment: ["XDG_STATE_HOME": state])
+        try await relaunched.waitForEvents("heartRate", count: 3, timeout: .seconds(60))
+        let events = relaunched.events.compactMap { $0["event"] as? String }
+        #expect(events.first == "restored", "willRestoreState comes first: \(events)")
+        #expect((relaunched.events("restored").first?["peripherals"] as? [String])?.count == 1)
+        #expect(!events.contains("scanning") && !events.contains("discovered"), "no new scan: \(events)")
+        #expect(!events.contains("connected"), "the link bluetoothd kept was adopted: \(events)")
+        #expect(try await relaunched.stop() == 0, "\(relaunched.diagnostics())")
+        #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
+    }
+
+    @Test func valuesFlowAgainAfterBluetoothdRestarts() async throws {
+        let state = try Self.stateDirectory()
+        let (central, peripheral) = try await Self.startExamples(state: state)
+        let before = central.events("heartRate").count
+        try Bluetoothd.restart()
+        try await pollUntil("readings after the restart", timeout: .seconds(120), diagnostics: central.diagnostics) {
+            central.events("heartRate").count >= before + 3 && central.events("disconnected").count >= 1
+        }
+        let states = central.events("state").compactMap { $0["state"] as? String }
+        #expect(states.contains("resetting") || states.contains("poweredOff"), "\(states)")
+        #expect(states.last == "poweredOn")
+        #expect(try await central.stop() == 0, "\(central.diagnostics())")
+        #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
+    }
+
+    @Test func aPendingConnectionCompletesWhenThePeripheralReturnsAfter75Seconds() async throws {
+        let state = try Self.stateDirectory()
+        let (central, peripheral) = try await Self.startExamples(state: state)
+        try Bluetoothd.setPowered("hci1", false)
+        try await central.waitForEvents("disconnected", timeout: .seconds(60))
+        let away = ContinuousClock.now
+        // The absence itself is what this test is about: longer than BlueZ's and the kernel's
+        // connection timeouts (LE create connection, supervision, D-Bus's 25 s default).
+        try await Task.sleep(for: .seconds(75))
+        #expect(central.events("connected").count == 1, "no connection while the peripheral is away")
+        #expect(central.status == nil, "the central waits; it does not give up")
+        try Bluetoothd.setPowered("hci1", true)
+        try await central.waitForEvents("connected", count: 2, timeout: .seconds(120))
+        let readings = central.events("heartRate").count
+        try await pollUntil("readings after the return", timeout: .seconds(60), diagnostics: central.diagnostics) {
+            central.events("heartRate").count >= readings + 2
+        }
+        #expect(ContinuousClock.now - away > .seconds(75))
+        #expect(try await central.stop() == 0, "\(central.diagnostics())")
+        #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
+    }
+}
+
+/// Controlling the guest's bluetoothd and adapters with the system's own tools.
+enum Bluetoothd {
+    /// Stops bluetoothd (SIGTERM, as systemd does) and starts it again with the same command line.
+    static func restart() throws {
+        let pid = try run("/usr/bin/pgrep", ["-x", "bluetoothd"]).split(separator: "\n").first.map(String.init)
+        guard let pid, let number = Int32(pid) else { throw CocoaError(.fileNoSuchFile) }
+        let commandLine = try String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)
+            .split(separator: "\0").map(String.init)
+        kill(number, SIGTERM)
+        for _ in 0..<500 where kill(number, 0) == 0 { usleep(10_000) }
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("bluetoothd-restarted.log")
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: commandLine[0])
+        process.arguments = Array(commandLine.dropFirst())
+        let handle = try FileHandle(forWritingTo: log)
+        process.standardOutput = handle
+        process.standardError = handle
+        try process.run()
+    }
+
+    /// `Adapter1.Powered` through busctl.
+    static func setPowered(_ adapter: String, _ powered: Bool) throws {
+        _ = try run(
+            "/usr/bin/busctl",
+            ["set-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered", "b", powered ? "true" : "false"])
+    }
+
+    @discardableResult
+    static func run(_ tool: String, _ arguments: [String]) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        while process.isRunning { usleep(5_000) }
+        guard process.terminationStatus == 0 else { throw CocoaError(.executableLoad) }
+        return String(decoding: data, as: UTF8.self)
+    }
+}

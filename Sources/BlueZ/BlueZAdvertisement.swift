@@ -39,6 +39,11 @@ package final class BlueZAdvertisement: Sendable {
             let long = serviceUUIDs.count - short
             if short > 0 { length += 2 + 2 * short }
             if long > 0 { length += 2 + 16 * long }
+            // Solicitation lists (AD types 0x14 and 0x15), one field per width.
+            let shortSolicit = solicitUUIDs.filter { Self.isShort($0) }.count
+            let longSolicit = solicitUUIDs.count - shortSolicit
+            if shortSolicit > 0 { length += 2 + 2 * shortSolicit }
+            if longSolicit > 0 { length += 2 + 16 * longSolicit }
             for (_, bytes) in manufacturerData { length += 2 + 2 + bytes.count }
             for (uuid, bytes) in serviceData { length += 2 + (Self.isShort(uuid) ? 2 : 16) + bytes.count }
             if let localName { length += 2 + localName.utf8.count }

@@ -67,7 +67,9 @@ final class CentralEngine: @unchecked Sendable {
     // MARK: Scanning (called from any thread)
 
     func startScan(services: [BluetoothUUID]?, options: ScanOptions) {
-        let uuids = (services ?? []).map(\.bluezString)
+        // BlueZ's UUID filter matches advertised services only: with solicited services to
+        // look for as well, every device must come through and is filtered here.
+        let uuids = options.solicitedServiceUUIDs.isEmpty ? (services ?? []).map(\.bluezString) : []
         connection.queue.async {
             self.scan = ScanState(services: services.flatMap { $0.isEmpty ? nil : Set($0) }, options: options)
         }
@@ -171,12 +173,11 @@ final class CentralEngine: @unchecked Sendable {
     private func advertised(_ id: DeviceHandle, _ device: BlueZDeviceProperties) {
         guard var scan, let rssi = device.rssi else { return }
         let data = Self.advertisementData(device)
-        if let services = scan.services, !services.contains(where: { data.serviceUUIDs.contains($0) }) { return }
-        if !scan.options.solicitedServiceUUIDs.isEmpty,
-            !scan.options.solicitedServiceUUIDs.contains(where: { data.solicitedServiceUUIDs.contains($0) })
-        {
-            return
-        }
+        // Core Bluetooth's rule: a peripheral that advertises one of the services, or (with the
+        // solicited-services option) solicits one of those, is reported.
+        let advertisesService = scan.services.map { $0.contains(where: data.serviceUUIDs.contains) } ?? true
+        let solicitsService = scan.options.solicitedServiceUUIDs.contains(where: data.solicitedServiceUUIDs.contains)
+        guard advertisesService || solicitsService else { return }
         if let threshold = scan.options.rssiThreshold, Int(rssi) < threshold { return }
         if !scan.options.allowDuplicates, scan.reported[id] == data { return }
         scan.reported[id] = data

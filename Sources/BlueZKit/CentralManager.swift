@@ -3,7 +3,7 @@ public import Foundation
 import DBus
 import Synchronization
 
-/// Scans for, and (in later versions) connects to, remote peripherals: Core Bluetooth's `CBCentralManager` on BlueZ.
+/// Scans for and connects to remote peripherals: Core Bluetooth's `CBCentralManager` on BlueZ.
 ///
 /// Each manager owns one private connection to the system bus
 /// (`DBUS_SYSTEM_BUS_ADDRESS` redirects it) and follows bluetoothd and the
@@ -127,7 +127,7 @@ public final class CentralManager: @unchecked Sendable {
 
     /// The discoveries of scans, as an async sequence, beside the delegate.
     ///
-    /// Start a scan with ``scanForPeripherals(withServices:options:)-…``; every
+    /// Start a scan with ``scanForPeripherals(withServices:options:)-(_,ScanOptions)``; every
     /// discovery that the delegate sees is also yielded here, in the same
     /// order. The stream ends when the task iterating it is cancelled.
     public func discoveries() -> AsyncStream<Discovery> {

@@ -40,9 +40,9 @@ public struct ScanOptions: Sendable, Hashable {
     /// Report every advertisement instead of once per peripheral
     /// (`CBCentralManagerScanOptionAllowDuplicatesKey`); also sets BlueZ's `DuplicateData`.
     public var allowDuplicates: Bool
-    /// Report only peripherals that solicit one of these services
-    /// (`CBCentralManagerScanOptionSolicitedServiceUUIDsKey`), from the raw
-    /// advertising data where BlueZ provides it.
+    /// Also report peripherals that solicit one of these services, even when they advertise
+    /// none of the scanned-for ones (`CBCentralManagerScanOptionSolicitedServiceUUIDsKey`);
+    /// read from the raw advertising data where BlueZ provides it.
     public var solicitedServiceUUIDs: [BluetoothUUID]
     /// Linux: report only advertisements received at or above this RSSI (dBm); BlueZ's `RSSI` filter.
     public var rssiThreshold: Int?

@@ -7,7 +7,7 @@ import Foundation
 ///
 /// Attribute and device tokens are BlueZ's names for them, kept opaque here; they stay valid
 /// while the device's GATT database stays the same.
-struct CentralRestorationRecord: Codable, Hashable, Sendable {
+struct CentralRestorationRecord: RestorationRecord {
     struct Scan: Codable, Hashable, Sendable {
         /// Service UUIDs scanned for; nil for every peripheral.
         var services: [String]?
@@ -42,6 +42,8 @@ struct CentralRestorationRecord: Codable, Hashable, Sendable {
 
     var scan: Scan?
     var peripherals: [Peripheral] = []
+
+    var isEmpty: Bool { scan == nil && peripherals.isEmpty }
 }
 
 extension CentralRestorationRecord.Scan {

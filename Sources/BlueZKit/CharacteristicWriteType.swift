@@ -8,7 +8,8 @@ public enum CharacteristicWriteType: Int, Hashable, Sendable, CaseIterable, Coda
     /// `peripheral(_:didWriteValueFor:error:)`.
     case withResponse = 0
     /// Write without a confirmation (1); nothing reports success, and writes
-    /// may be dropped when the link is busy (see `canSendWriteWithoutResponse`).
+    /// may be dropped when the link is busy (BlueZ queues them; flow control through
+    /// AcquireWrite is not built yet).
     case withoutResponse = 1
 
     /// The case name, for logs.

@@ -18,3 +18,18 @@ public typealias CBService = Service
 public typealias CBCharacteristic = Characteristic
 /// Core Bluetooth's name for ``Descriptor``.
 public typealias CBDescriptor = Descriptor
+
+/// Core Bluetooth's name for ``PeripheralManager``.
+public typealias CBPeripheralManager = PeripheralManager
+/// Core Bluetooth's name for ``PeripheralManagerDelegate``.
+public typealias CBPeripheralManagerDelegate = PeripheralManagerDelegate
+/// Core Bluetooth's name for ``MutableService``.
+public typealias CBMutableService = MutableService
+/// Core Bluetooth's name for ``MutableCharacteristic``.
+public typealias CBMutableCharacteristic = MutableCharacteristic
+/// Core Bluetooth's name for ``MutableDescriptor``.
+public typealias CBMutableDescriptor = MutableDescriptor
+/// Core Bluetooth's name for ``Central``.
+public typealias CBCentral = Central
+/// Core Bluetooth's name for ``ATTRequest``.
+public typealias CBATTRequest = ATTRequest

@@ -7,7 +7,14 @@ import Synchronization
 /// Created synchronously when the manager is, so the saved state is read before anything
 /// could overwrite it. Failures are logged once and kept in ``error``; a save that fails is
 /// retried with the next change. The invariant behind `Sendable`: state behind a `Mutex`.
-final class ManagerRestoration<Record: Codable & Hashable & Sendable>: Sendable {
+/// A manager's saved state.
+protocol RestorationRecord: Codable, Hashable, Sendable {
+    /// Nothing to restore: the saved state is removed instead of written, so that a later
+    /// manager gets no `willRestoreState` (as on iOS, where only pending work is restored).
+    var isEmpty: Bool { get }
+}
+
+final class ManagerRestoration<Record: RestorationRecord>: Sendable {
     let identifier: String
     let store: RestorationStore
     private let role: RestorationStore.Role
@@ -58,7 +65,8 @@ final class ManagerRestoration<Record: Codable & Hashable & Sendable>: Sendable 
         }
     }
 
-    /// Saves `record` when it differs from what was written last.
+    /// Saves `record` when it differs from what was written last (removes the saved state when
+    /// `record` is empty).
     func save(_ record: Record) {
         let write: Bool = state.withLock { state in
             guard state.claim != nil, state.lastWritten != record else { return false }
@@ -67,7 +75,11 @@ final class ManagerRestoration<Record: Codable & Hashable & Sendable>: Sendable 
         }
         guard write else { return }
         do throws(RestorationError) {
-            try store.save(record, role: role, for: identifier)
+            if record.isEmpty {
+                try store.removeState(for: identifier)
+            } else {
+                try store.save(record, role: role, for: identifier)
+            }
         } catch {
             DBusLog.warning("could not save the state of \(String(reflecting: identifier)): \(error)")
             state.withLock { $0.lastWritten = nil }

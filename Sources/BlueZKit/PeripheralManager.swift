@@ -12,10 +12,13 @@ import Synchronization
 /// exported objects answer only bluetoothd. Delegate methods run on `queue`;
 /// methods may be called from any thread.
 ///
-/// Not built yet: subscription callbacks (`didSubscribeTo`, which need
-/// BlueZ's AcquireNotify sockets), per-central updates and back-pressure,
-/// indications' confirmations, restoration. ``updateValue(_:for:onSubscribedCentrals:)``
-/// reaches every subscribed central through `PropertiesChanged`.
+/// Subscriptions are reported per central as far as BlueZ 5.66 lets us tell them apart
+/// (see ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)``);
+/// ``updateValue(_:for:onSubscribedCentrals:)`` reaches every subscriber and pushes back when
+/// the bus is not keeping up. Published services and the advertisement are registered again
+/// when bluetoothd or the adapter comes back, and restored across processes with a restore
+/// identifier. Not built yet: indication confirmations, AcquireNotify/AcquireWrite sockets,
+/// pairing and encryption prompts (an agent), included and secondary services.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind `Mutex`es.
 public final class PeripheralManager: @unchecked Sendable {
@@ -156,6 +159,11 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// Starts advertising typed advertisement data.
     public func startAdvertising(_ data: AdvertisementData) {
+        guard !isAdvertising else {
+            // Core Bluetooth's rule: stop first.
+            let failure = BluetoothError(.alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
+            return queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure) }
+        }
         let content = Self.advertisementContent(data)
         Task {
             let error = await advertise(content)

@@ -6,7 +6,7 @@ import Foundation
 /// Subscribed centrals are not saved: bluetoothd ends every subscription to an application
 /// when the process that registered it goes away, so a restored manager starts without any
 /// (centrals subscribe again, and `didSubscribeTo` reports them).
-struct PeripheralRestorationRecord: Codable, Hashable, Sendable {
+struct PeripheralRestorationRecord: RestorationRecord {
     struct Descriptor: Codable, Hashable, Sendable {
         var uuid: String
         var value: Data
@@ -29,6 +29,8 @@ struct PeripheralRestorationRecord: Codable, Hashable, Sendable {
 
     var services: [Service] = []
     var advertisement: AdvertisementData?
+
+    var isEmpty: Bool { services.isEmpty && advertisement == nil }
 }
 
 extension PeripheralRestorationRecord.Service {

@@ -244,4 +244,16 @@ import Testing
         let kept = try FileManager.default.contentsOfDirectory(atPath: fixture.directory.path)
         #expect(kept.contains { $0.hasSuffix(".unreadable") }, "the unreadable file is kept for inspection")
     }
+
+    @Test func nothingLeftToRestoreRemovesTheSavedState() async throws {
+        let fixture = try await Fixture.make()
+        defer { fixture.tearDown() }
+        let delegate = Restorer()
+        let central = fixture.manager(delegate)
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        try await waitUntil("saved") { CentralManager.savedRestoreIdentifiers(in: fixture.store) == ["door-lock"] }
+        central.stopScan()
+        try await waitUntil("removed") { CentralManager.savedRestoreIdentifiers(in: fixture.store).isEmpty }
+    }
 }

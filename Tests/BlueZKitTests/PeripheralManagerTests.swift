@@ -58,4 +58,38 @@ import Testing
         try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
         #expect((recorder.errors.withLock { $0.first } as? BluetoothError)?.code == .invalidParameters)
     }
+
+    @Test func countsSolicitedServicesAgainstTheLegacyLimit() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        let recorder = Recorder()
+        let manager = PeripheralManager(
+            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        // 3 (flags) + 2 + 2 (180D) + 2 + 16 (one solicited 128-bit UUID) + 2 + 6 (name) = 33 bytes > 31.
+        manager.startAdvertising(
+            AdvertisementData(
+                localName: "Sensor", serviceUUIDs: [BluetoothUUID(0x180D)],
+                solicitedServiceUUIDs: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")!]))
+        try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
+        #expect((recorder.errors.withLock { $0.first } as? BluetoothError)?.code == .advertisingDataTooLarge)
+    }
+
+    @Test func refusesASecondAdvertisementUntilStopped() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        let recorder = Recorder()
+        let manager = PeripheralManager(
+            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        manager.startAdvertising([CBAdvertisementDataLocalNameKey: "One"])
+        try await waitUntil("advertising") { manager.isAdvertising }
+        manager.startAdvertising([CBAdvertisementDataLocalNameKey: "Two"])
+        try await waitUntil("answered twice") { recorder.errors.withLock { $0.count } == 2 }
+        #expect((recorder.errors.withLock { $0.last } as? BluetoothError)?.code == .alreadyAdvertising)
+        #expect(bluez.adapters.first?.registeredAdvertisements.map(\.localName) == ["One"])
+        manager.stopAdvertising()
+        manager.startAdvertising([CBAdvertisementDataLocalNameKey: "Two"])
+        try await waitUntil("advertising the second") {
+            bluez.adapters.first?.registeredAdvertisements.map(\.localName) == ["Two"]
+        }
+    }
 }

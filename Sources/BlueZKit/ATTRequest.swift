@@ -14,7 +14,9 @@ public final class Central: Sendable, Hashable, CustomStringConvertible {
         self.maximumUpdateValueLength = maximumUpdateValueLength
     }
 
+    /// Whether `a` and `b` are the same remote central: their identifiers are equal.
     public static func == (a: Central, b: Central) -> Bool { a.identifier == b.identifier }
+    /// Hashes the identifier.
     public func hash(into hasher: inout Hasher) { hasher.combine(identifier) }
     /// The identifier.
     public var description: String { "Central(\(identifier.uuidString))" }

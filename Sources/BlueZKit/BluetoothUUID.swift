@@ -78,7 +78,7 @@ public struct BluetoothUUID: Hashable, Sendable {
     /// Accepts 4 or 8 hexadecimal digits or the 36-character hyphenated
     /// form, in either case. Unlike Core Bluetooth's `CBUUID(string:)`, which
     /// raises an exception, invalid text gives `nil`; use
-    /// ``init(validating:)`` to learn why.
+    /// ``init(validating:)-(String)`` to learn why.
     public init?(string: String) {
         guard let uuid = try? Self(validating: string) else { return nil }
         self = uuid
@@ -258,7 +258,7 @@ extension BluetoothUUID: ExpressibleByStringLiteral {
     ///
     /// A literal that is not a UUID is a programmer error: this initialiser
     /// traps, naming the literal and the reason. Use ``init(string:)`` or
-    /// ``init(validating:)`` for text that is not a literal in your source.
+    /// ``init(validating:)-(String)`` for text that is not a literal in your source.
     public init(stringLiteral value: String) {
         do {
             try self.init(validating: value)

@@ -23,7 +23,9 @@ public final class MutableService: @unchecked Sendable, Hashable, CustomStringCo
         set { list.withLock { $0 = newValue } }
     }
 
+    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: MutableService, b: MutableService) -> Bool { a === b }
+    /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     /// The UUID.
     public var description: String { "MutableService(\(uuid))" }
@@ -74,7 +76,9 @@ public final class MutableCharacteristic: @unchecked Sendable, Hashable, CustomS
 
     func setSubscribedCentrals(_ centrals: [Central]) { subscribers.withLock { $0 = centrals } }
 
+    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: MutableCharacteristic, b: MutableCharacteristic) -> Bool { a === b }
+    /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     /// The UUID and properties.
     public var description: String { "MutableCharacteristic(\(uuid), \(properties))" }
@@ -93,6 +97,8 @@ public final class MutableDescriptor: Sendable, Hashable {
         self.value = value
     }
 
+    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: MutableDescriptor, b: MutableDescriptor) -> Bool { a === b }
+    /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }

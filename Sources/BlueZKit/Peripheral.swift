@@ -53,7 +53,9 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     func update(name: String?) { mutable.withLock { $0.name = name } }
     func update(state: PeripheralState) { mutable.withLock { $0.state = state } }
 
+    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: Peripheral, b: Peripheral) -> Bool { a === b }
+    /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 
     /// The identifier and name.
@@ -62,8 +64,12 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
 
 /// The connection state of a peripheral.
 public enum PeripheralState: Int, Sendable, Hashable {
+    /// Not connected, and no connection requested (0).
     case disconnected = 0
+    /// A connection was requested and is pending; it never times out (1).
     case connecting = 1
+    /// Connected (2).
     case connected = 2
+    /// A disconnection was requested and is under way (3).
     case disconnecting = 3
 }

@@ -8,7 +8,7 @@ public protocol PeripheralManagerDelegate: AnyObject {
     func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager)
     /// ``PeripheralManager/add(_:)`` finished (`GattManager1.RegisterApplication` answered).
     func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?)
-    /// ``PeripheralManager/startAdvertising(_:)`` finished.
+    /// ``PeripheralManager/startAdvertising(_:)-([String:Any]?)`` finished.
     func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?)
     /// A central reads a dynamic characteristic: set `request.value`, then call
     /// ``PeripheralManager/respond(to:withResult:)`` exactly once.

@@ -30,7 +30,9 @@ public final class Service: @unchecked Sendable, Hashable, CustomStringConvertib
     func setCharacteristics(_ list: [Characteristic]) { discovered.withLock { $0.0 = list } }
     func setIncludedServices(_ list: [Service]) { discovered.withLock { $0.1 = list } }
 
+    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: Service, b: Service) -> Bool { a === b }
+    /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     /// The UUID and kind.
     public var description: String { "Service(\(uuid)\(isPrimary ? "" : ", secondary"))" }
@@ -69,7 +71,9 @@ public final class Characteristic: @unchecked Sendable, Hashable, CustomStringCo
     func update(notifying: Bool) { mutable.withLock { $0.notifying = notifying } }
     func setDescriptors(_ list: [Descriptor]) { mutable.withLock { $0.descriptors = list } }
 
+    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: Characteristic, b: Characteristic) -> Bool { a === b }
+    /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     /// The UUID and properties.
     public var description: String { "Characteristic(\(uuid), \(properties))" }
@@ -96,7 +100,9 @@ public final class Descriptor: @unchecked Sendable, Hashable, CustomStringConver
     public var value: Data? { mutable.withLock { $0 } }
     func update(value: Data?) { mutable.withLock { $0 = value } }
 
+    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: Descriptor, b: Descriptor) -> Bool { a === b }
+    /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     /// The UUID.
     public var description: String { "Descriptor(\(uuid))" }

@@ -63,6 +63,12 @@ let package = Package(
             path: "Benchmarks/DBusBenchmark",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "PendingConnectBenchmark",
+            dependencies: ["BlueZKit"],
+            path: "Benchmarks/PendingConnectBenchmark",
+            swiftSettings: strictSettings
+        ),
         // The examples: two programs and the heart-rate profile they share.
         .target(
             name: "HeartRateProfile",

@@ -1,4 +1,5 @@
 package import DBus
+import Synchronization
 
 /// An `LEAdvertisement1` object of ours, registered with
 /// `LEAdvertisingManager1.RegisterAdvertisement`. bluetoothd reads its
@@ -57,6 +58,7 @@ package final class BlueZAdvertisement: Sendable {
         }
     }
 
+    private static let nextNumber = Atomic<Int>(0)
     let connection: DBusConnection
     let path: ObjectPath
 
@@ -66,7 +68,8 @@ package final class BlueZAdvertisement: Sendable {
         async throws(DBusError)
     {
         self.connection = connection
-        path = try ObjectPath("/org/bluezkit/advertisement0")
+        // A fresh path each time: the previous advertisement may still be on its way out.
+        path = try ObjectPath("/org/bluezkit/advertisement\(Self.nextNumber.add(1, ordering: .relaxed).oldValue)")
         let includes = content.includeTxPower ? ["tx-power"] : []
         var properties: [DBusProperty] = [
             DBusProperty("Type", "s", get: { .string("peripheral") }),

@@ -146,8 +146,7 @@ extension CentralEngine {
         let delay = link.backoff
         link.backoff = min(link.backoff * 2, Self.longestRetryDelay)
         let timer = DispatchSource.makeTimerSource(queue: connection.queue)
-        let milliseconds = Int(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
-        timer.schedule(deadline: .now() + .milliseconds(milliseconds))
+        timer.schedule(deadline: .now() + delay.dispatchInterval)
         timer.setEventHandler { [weak self] in self?.attempt(id) }
         link.retry = timer
         timer.resume()

@@ -76,6 +76,11 @@ extension PeripheralManager {
         let address = request.deviceAddress ?? CentralSubscriptions.unknownAddress
         centralWasActive(address: address, mtu: request.mtu.map(Int.init))
         let central = self.central(address: address, adapter: adapterAddress)
+        // An app that never answers must not leave the central waiting for bluetoothd's timeout.
+        let timeout = shared.withLock { $0.requestTimeout }
+        queue.asyncAfter(deadline: .now() + timeout.dispatchInterval) {
+            request.fail(name: "org.bluez.Error.Failed", message: "0x0e")
+        }
         return ATTRequest(
             central: central, characteristic: characteristic, offset: Int(request.offset), value: value, bluez: request)
     }

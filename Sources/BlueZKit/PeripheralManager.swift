@@ -55,6 +55,10 @@ public final class PeripheralManager: @unchecked Sendable {
         var advertisementData: AdvertisementData?
         /// bluetoothd or the adapter went away since the last registration: registrations are gone.
         var registrationsLost = false
+        /// How long a read or write waits for the app's answer before it is answered with
+        /// `unlikelyError` (bluetoothd itself gives up after D-Bus's 25 s and answers the central
+        /// with an unhelpful error).
+        var requestTimeout: Duration = .seconds(20)
     }
 
     /// Creates a manager; its state is `.unknown` until the first delegate call.

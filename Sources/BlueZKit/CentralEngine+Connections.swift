@@ -26,6 +26,8 @@ extension CentralEngine {
         /// The device advertised while an attempt was under way: retry at once if it fails.
         var advertisedDuringAttempt = false
         var attempts = 0
+        /// `CBConnectPeripheralOptionEnableAutoReconnect`: a lost link becomes a pending request again.
+        var autoReconnect = false
     }
 
     static let firstRetryDelay: Duration = .milliseconds(250)
@@ -33,11 +35,13 @@ extension CentralEngine {
 
     // MARK: Requests (any thread)
 
-    func connect(_ peripheral: Peripheral) {
+    func connect(_ peripheral: Peripheral, autoReconnect: Bool = false) {
         connection.queue.async { [self] in
             let id = peripheral.deviceID
             guard links[id] == nil else { return }  // pending or connected already: Core Bluetooth does nothing
-            links[id] = Link()
+            var link = Link()
+            link.autoReconnect = autoReconnect
+            links[id] = link
             manager?.post(.link(peripheral, .connecting))
             attempt(id)
             updateBackgroundDiscovery()
@@ -168,10 +172,20 @@ extension CentralEngine {
     /// Connected=false (or the device object vanished) for a link we hold.
     func linkLost(_ id: DeviceHandle) {
         guard let link = links[id], link.phase == .connected, let peripheral = peripherals[id] else { return }
-        links[id] = nil
         resetGatt(id)
-        manager?.post(
-            .link(peripheral, .disconnected(BluetoothError(.peripheralDisconnected, message: "the link was lost"))))
+        let error = BluetoothError(.peripheralDisconnected, message: "the link was lost")
+        if link.autoReconnect {
+            // Reconnect by ourselves, as iOS 17 does with EnableAutoReconnect: the request is
+            // pending again at once, and didConnect follows when it succeeds.
+            var pending = Link()
+            pending.autoReconnect = true
+            links[id] = pending
+            manager?.post(.link(peripheral, .disconnectedReconnecting(error)))
+            attempt(id)
+        } else {
+            links[id] = nil
+            manager?.post(.link(peripheral, .disconnected(error)))
+        }
         updateBackgroundDiscovery()
     }
 

@@ -154,15 +154,18 @@ public final class CentralManager: @unchecked Sendable {
     /// pattern. ``CentralManagerDelegate/centralManager(_:didConnect:)``
     /// follows a successful `Connect` reply;
     /// ``CentralManagerDelegate/centralManager(_:didFailToConnect:error:)`` only
-    /// errors that can never succeed. Core Bluetooth's connect options are
-    /// accepted; their notification keys have no meaning on Linux. Ignored,
-    /// with a log line, unless the state is `.poweredOn`.
+    /// errors that can never succeed. With ``CBConnectPeripheralOptionEnableAutoReconnect``
+    /// set to true, a link that is lost is re-established by the manager (the iOS 17
+    /// behaviour): the delegate's `didDisconnectPeripheral(_:timestamp:isReconnecting:error:)`
+    /// says `isReconnecting`, the peripheral is `.connecting`, and `didConnect` follows. The
+    /// notification keys have no meaning on Linux. Ignored, with a log line, unless the state
+    /// is `.poweredOn`.
     public func connect(_ peripheral: Peripheral, options: [String: Any]? = nil) {
         guard let engine = readyEngine(for: "connect") else { return }
         shared.withLock { state in
             if !state.linked.contains(peripheral) { state.linked.append(peripheral) }
         }
-        engine.connect(peripheral)
+        engine.connect(peripheral, autoReconnect: options?[CBConnectPeripheralOptionEnableAutoReconnect] as? Bool ?? false)
         saveStateSoon()
     }
 
@@ -232,6 +235,8 @@ public final class CentralManager: @unchecked Sendable {
         case adopted
         case failed(BluetoothError)
         case disconnected(BluetoothError?)
+        /// The link was lost and, with `EnableAutoReconnect`, is being re-established.
+        case disconnectedReconnecting(BluetoothError)
     }
 
     /// Applies `event` on `queue`: model state first, then the delegate and the streams.
@@ -278,7 +283,15 @@ public final class CentralManager: @unchecked Sendable {
             peripheral.update(state: .disconnected)
             peripheral.update(services: nil)
             shared.withLock { $0.linked.removeAll { $0 === peripheral } }
-            delegate?.centralManager(self, didDisconnectPeripheral: peripheral, error: error)
+            delegate?.centralManager(
+                self, didDisconnectPeripheral: peripheral, timestamp: Date().timeIntervalSinceReferenceDate,
+                isReconnecting: false, error: error)
+        case .disconnectedReconnecting(let error):
+            peripheral.update(state: .connecting)
+            peripheral.update(services: nil)
+            delegate?.centralManager(
+                self, didDisconnectPeripheral: peripheral, timestamp: Date().timeIntervalSinceReferenceDate,
+                isReconnecting: true, error: error)
         }
     }
 

@@ -32,6 +32,17 @@ public protocol CentralManagerDelegate: AnyObject {
     func centralManager(
         _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?)
 
+    /// A connection ended, with Core Bluetooth's (iOS 17) extra details: when it ended
+    /// (`timestamp`, seconds since the reference date) and whether the manager is reconnecting
+    /// by itself (the connection was requested with ``CBConnectPeripheralOptionEnableAutoReconnect``;
+    /// ``centralManager(_:didConnect:)`` follows when the link is back).
+    ///
+    /// The manager always calls this method; its default implementation calls
+    /// ``centralManager(_:didDisconnectPeripheral:error:)``, so implement one or the other.
+    func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, timestamp: Double,
+        isReconnecting: Bool, error: (any Error)?)
+
     /// The manager was created with a restore identifier that has saved state: this is the
     /// first delegate call, before ``centralManagerDidUpdateState(_:)``.
     ///
@@ -63,4 +74,12 @@ extension CentralManagerDelegate {
 
     /// Does nothing.
     public func centralManager(_ central: CentralManager, willRestoreState dict: [String: Any]) {}
+
+    /// Calls ``centralManager(_:didDisconnectPeripheral:error:)``.
+    public func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, timestamp: Double,
+        isReconnecting: Bool, error: (any Error)?
+    ) {
+        centralManager(central, didDisconnectPeripheral: peripheral, error: error)
+    }
 }

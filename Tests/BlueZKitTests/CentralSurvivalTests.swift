@@ -1,6 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
+import Foundation
 import Synchronization
 import Testing
 
@@ -82,5 +83,52 @@ import Testing
             sensor.advertise()
             return delegate.events.filter { $0 == "connected" }.count == 2
         }
+    }
+}
+
+/// iOS 17's EnableAutoReconnect, on the simulator.
+@Suite struct CentralAutoReconnectTests {
+    final class Recorder: CentralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.auto-reconnect")
+        let log = Mutex<[String]>([])
+        func centralManagerDidUpdateState(_ central: CentralManager) {}
+        func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {
+            log.withLock { $0.append("connected") }
+        }
+        func centralManager(
+            _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, timestamp: Double,
+            isReconnecting: Bool, error: (any Error)?
+        ) {
+            let state = peripheral.state
+            let recent = abs(Date().timeIntervalSinceReferenceDate - timestamp) < 60
+            log.withLock { $0.append("disconnected reconnecting=\(isReconnecting) \(state) recent=\(recent)") }
+        }
+        var events: [String] { log.withLock { $0 } }
+    }
+
+    @Test func aLostLinkComesBackByItselfWithEnableAutoReconnect() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let sensor = CentralManagerScanTests.heartRateSensor()
+        try bluez.addPeripheral(sensor)
+        let delegate = Recorder()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        let discoveries = central.discoveries()
+        central.scanForPeripherals(withServices: nil)
+        sensor.advertise()
+        var iterator = discoveries.makeAsyncIterator()
+        let peripheral = try #require(await iterator.next()?.peripheral)
+        central.stopScan()
+        central.connect(peripheral, options: [CBConnectPeripheralOptionEnableAutoReconnect: true])
+        try await waitUntil("connected") { delegate.events == ["connected"] }
+        sensor.dropConnection()
+        try await waitUntil("reconnected without being asked") { delegate.events.count == 3 }
+        #expect(delegate.events == ["connected", "disconnected reconnecting=true connecting recent=true", "connected"])
+        // Cancelling ends it for good: a plain disconnect, not reconnecting.
+        central.cancelPeripheralConnection(peripheral)
+        try await waitUntil("cancelled") { delegate.events.count == 4 }
+        #expect(delegate.events.last == "disconnected reconnecting=false disconnected recent=true")
     }
 }

@@ -23,6 +23,8 @@ public final class CentralManager: @unchecked Sendable {
     private let delegateReference = WeakDelegate(nil)
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<CentralRestorationRecord>?
+    /// Callers of the async API waiting for events.
+    let waiters = AsyncWaiters()
 
     struct Shared {
         var state: ManagerState = .unknown
@@ -260,8 +262,10 @@ public final class CentralManager: @unchecked Sendable {
                 for stream in streams { stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi)) }
             case .link(let peripheral, let change):
                 deliver(change, for: peripheral)
+                waiters.linkChanged(peripheral, change)
             case .gatt(let peripheral, let change):
                 deliver(change, for: peripheral)
+                waiters.gattChanged(change, peripheral: peripheral)
             }
             saveState()
         }

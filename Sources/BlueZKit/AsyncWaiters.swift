@@ -1,0 +1,156 @@
+import Foundation
+import Synchronization
+
+/// The async/await side of a central manager: callers waiting for a connection, a read, a
+/// discovery, and streams of a characteristic's values, resumed from the same events the
+/// delegates get (on the manager's queue, after the delegate call).
+///
+/// The invariant behind `Sendable`: all state sits behind a `Mutex`.
+final class AsyncWaiters: Sendable {
+    typealias Key = ObjectIdentifier
+
+    private struct Waiter<Value: Sendable>: Sendable {
+        let id: UInt64
+        let continuation: CheckedContinuation<Value, any Error>
+    }
+
+    private struct Stream: Sendable {
+        let peripheral: Key
+        let continuation: AsyncThrowingStream<Data, any Error>.Continuation
+    }
+
+    private struct State: Sendable {
+        var nextID: UInt64 = 0
+        var connects: [Key: [Waiter<Void>]] = [:]
+        var reads: [Key: [Waiter<Data>]] = [:]
+        var services: [Key: [Waiter<[Service]>]] = [:]
+        var characteristics: [Key: [Waiter<[Characteristic]>]] = [:]
+        var streams: [Key: [UInt64: Stream]] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func makeID() -> UInt64 {
+        state.withLock { state in
+            state.nextID += 1
+            return state.nextID
+        }
+    }
+
+    // MARK: Waiting
+
+    func waitForConnection(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
+        state.withLock { $0.connects[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    func waitForRead(of characteristic: Characteristic, id: UInt64, _ c: CheckedContinuation<Data, any Error>) {
+        state.withLock { $0.reads[Key(characteristic), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    func waitForServices(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<[Service], any Error>) {
+        state.withLock { $0.services[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    func waitForCharacteristics(
+        of service: Service, id: UInt64, _ c: CheckedContinuation<[Characteristic], any Error>
+    ) {
+        state.withLock { $0.characteristics[Key(service), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    func addStream(
+        of characteristic: Characteristic, peripheral: Peripheral, id: UInt64,
+        _ continuation: AsyncThrowingStream<Data, any Error>.Continuation
+    ) {
+        state.withLock {
+            $0.streams[Key(characteristic), default: [:]][id] = Stream(peripheral: Key(peripheral), continuation: continuation)
+        }
+    }
+
+    /// Removes a stream (it ended); returns whether others still follow the characteristic.
+    func removeStream(of characteristic: Characteristic, id: UInt64) -> Bool {
+        state.withLock { state in
+            state.streams[Key(characteristic)]?[id] = nil
+            if state.streams[Key(characteristic)]?.isEmpty == true { state.streams[Key(characteristic)] = nil }
+            return state.streams[Key(characteristic)] != nil
+        }
+    }
+
+    /// A waiting task was cancelled: its waiter ends with `CancellationError`.
+    func cancel(id: UInt64) {
+        state.withLock { state in
+            Self.cancel(id, in: &state.connects)
+            Self.cancel(id, in: &state.reads)
+            Self.cancel(id, in: &state.services)
+            Self.cancel(id, in: &state.characteristics)
+        }
+    }
+
+    private static func cancel<Value>(_ id: UInt64, in table: inout [Key: [Waiter<Value>]]) {
+        for (key, waiters) in table {
+            guard let index = waiters.firstIndex(where: { $0.id == id }) else { continue }
+            waiters[index].continuation.resume(throwing: CancellationError())
+            table[key]?.remove(at: index)
+        }
+    }
+
+    // MARK: Events (on the manager's queue)
+
+    func linkChanged(_ peripheral: Peripheral, _ change: CentralManager.LinkEvent) {
+        let key = Key(peripheral)
+        switch change {
+        case .connected:
+            for waiter in take(key, \.connects) { waiter.continuation.resume() }
+        case .failed(let error):
+            for waiter in take(key, \.connects) { waiter.continuation.resume(throwing: error) }
+        case .disconnected(let error):
+            let reason = error ?? BluetoothError(.operationCancelled, message: "the connection was cancelled")
+            for waiter in take(key, \.connects) { waiter.continuation.resume(throwing: reason) }
+            endStreams(of: key, reason)
+        case .disconnectedReconnecting(let error):
+            endStreams(of: key, error)
+        case .connecting, .adopted, .disconnecting:
+            break
+        }
+    }
+
+    func gattChanged(_ change: CentralManager.GattEvent, peripheral: Peripheral) {
+        switch change {
+        case .services(let services, let error):
+            for waiter in take(Key(peripheral), \.services) { resume(waiter.continuation, services, error) }
+        case .characteristics(let service, let found, let error):
+            for waiter in take(Key(service), \.characteristics) { resume(waiter.continuation, found, error) }
+        case .value(let characteristic, let data, let error):
+            for waiter in take(Key(characteristic), \.reads) { resume(waiter.continuation, data ?? Data(), error) }
+            let streams = state.withLock { Array(($0.streams[Key(characteristic)] ?? [:]).values) }
+            if let data, error == nil { for stream in streams { stream.continuation.yield(data) } }
+        case .notifyState(let characteristic, let notifying, let error):
+            guard let error, !notifying else { return }
+            let streams = state.withLock { $0.streams.removeValue(forKey: Key(characteristic)) ?? [:] }
+            for stream in streams.values { stream.continuation.finish(throwing: error) }
+        default:
+            break
+        }
+    }
+
+    private func take<Value>(_ key: Key, _ table: WritableKeyPath<State, [Key: [Waiter<Value>]]>) -> [Waiter<Value>] {
+        state.withLock { $0[keyPath: table].removeValue(forKey: key) ?? [] }
+    }
+
+    private func resume<Value: Sendable>(_ c: CheckedContinuation<Value, any Error>, _ value: Value, _ error: (any Error)?) {
+        if let error { c.resume(throwing: error) } else { c.resume(returning: value) }
+    }
+
+    private func endStreams(of peripheral: Key, _ error: any Error) {
+        let ended = state.withLock { state -> [Stream] in
+            var ended: [Stream] = []
+            for (characteristic, streams) in state.streams {
+                for (id, stream) in streams where stream.peripheral == peripheral {
+                    ended.append(stream)
+                    state.streams[characteristic]?[id] = nil
+                }
+            }
+            return ended
+        }
+        for stream in ended { stream.continuation.finish(throwing: error) }
+    }
+}

@@ -1,0 +1,115 @@
+public import Foundation
+
+/// Async/await beside the delegates, on the same events: each call returns when the event the
+/// delegate would get arrives (after the delegate was called, on the manager's queue).
+extension CentralManager {
+    /// Connects to `peripheral` and returns once connected; the request never times out.
+    ///
+    /// The same request as ``connect(_:options:)`` (the delegate's `didConnect` is called too).
+    /// Cancelling the task cancels the request (``cancelPeripheralConnection(_:)``) and throws
+    /// `CancellationError`.
+    ///
+    /// - Throws: ``BluetoothError`` when the request fails for good (`didFailToConnect`), or is
+    ///   cancelled by ``cancelPeripheralConnection(_:)`` (`operationCancelled`); `CancellationError`.
+    public func connect(to peripheral: Peripheral, options: [String: Any]? = nil) async throws {
+        guard state == .poweredOn else {
+            throw BluetoothError(.bluetoothUnavailable, message: "the state is \(state), not poweredOn")
+        }
+        let id = waiters.makeID()
+        nonisolated(unsafe) let options = options
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiters.waitForConnection(of: peripheral, id: id, continuation)
+                if peripheral.state == .connected {
+                    return waiters.linkChanged(peripheral, .connected)
+                }
+                connect(peripheral, options: options)
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+            cancelPeripheralConnection(peripheral)
+        }
+    }
+}
+
+extension Peripheral {
+    /// Discovers services (all when `uuids` is nil) and returns them.
+    ///
+    /// The same call as ``discoverServices(_:)``; the delegate's `didDiscoverServices` is called too.
+    /// - Throws: the error that call reports (e.g. ``BluetoothError`` `notConnected`); `CancellationError`.
+    public func discoverServices(matching uuids: [BluetoothUUID]?) async throws -> [Service] {
+        let waiters = try asyncWaiters()
+        let id = waiters.makeID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiters.waitForServices(of: self, id: id, continuation)
+                discoverServices(uuids)
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+        }
+    }
+
+    /// Discovers characteristics of `service` (all when `uuids` is nil) and returns them.
+    ///
+    /// The same call as ``discoverCharacteristics(_:for:)``.
+    public func discoverCharacteristics(matching uuids: [BluetoothUUID]?, in service: Service) async throws
+        -> [Characteristic]
+    {
+        let waiters = try asyncWaiters()
+        let id = waiters.makeID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiters.waitForCharacteristics(of: service, id: id, continuation)
+                discoverCharacteristics(uuids, for: service)
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+        }
+    }
+
+    /// Reads `characteristic` and returns its value.
+    ///
+    /// The same call as ``readValue(for:)-(Characteristic)``. As with Core Bluetooth, a
+    /// notification of the characteristic that arrives while the read is under way answers it.
+    /// - Throws: ``ATTError`` for an ATT failure, ``BluetoothError`` (`notConnected`, …); `CancellationError`.
+    public func readValue(of characteristic: Characteristic) async throws -> Data {
+        let waiters = try asyncWaiters()
+        let id = waiters.makeID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiters.waitForRead(of: characteristic, id: id, continuation)
+                readValue(for: characteristic)
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+        }
+    }
+
+    /// The values `characteristic` notifies or indicates, from now on.
+    ///
+    /// Subscribes (``setNotifyValue(_:for:)`` true) when the stream starts and unsubscribes when
+    /// the last stream of the characteristic ends (its consumer stops or is cancelled). The
+    /// stream finishes with an error when the subscription fails or the link is lost.
+    public func notifications(of characteristic: Characteristic) -> AsyncThrowingStream<Data, any Error> {
+        AsyncThrowingStream { continuation in
+            guard let waiters = try? asyncWaiters() else {
+                return continuation.finish(throwing: BluetoothError(.notConnected, message: "the manager is gone"))
+            }
+            let id = waiters.makeID()
+            waiters.addStream(of: characteristic, peripheral: self, id: id, continuation)
+            continuation.onTermination = { [weak self] _ in
+                guard let self, !waiters.removeStream(of: characteristic, id: id), self.state == .connected else { return }
+                self.setNotifyValue(false, for: characteristic)
+            }
+            if !characteristic.isNotifying { setNotifyValue(true, for: characteristic) }
+        }
+    }
+
+    private func asyncWaiters() throws(BluetoothError) -> AsyncWaiters {
+        guard let manager = engine?.manager else {
+            throw BluetoothError(.notConnected, message: "the central manager of this peripheral is gone")
+        }
+        return manager.waiters
+    }
+}

@@ -105,8 +105,10 @@ import Testing
         let lasting = try await TestAdvertisement(address: rig.bluez.busAddress, properties: ["Type": .string("peripheral")])
         defer { lasting.close() }
         #expect(await expiring.call("RegisterAdvertisement") == nil)
+        // Its Timeout was read (unless a loaded machine took the whole second to get here).
+        let timeout = adapter.registeredAdvertisements.first { $0.path == "/expiring" }?.timeout
+        #expect(timeout == 1 || expiring.releaseCount == 1)
         #expect(await lasting.call("RegisterAdvertisement") == nil)
-        #expect(adapter.registeredAdvertisements.first?.timeout == 1)
         try await waitUntil("the advertisement times out") { expiring.releaseCount == 1 }
         #expect(adapter.registeredAdvertisements.map(\.path) == ["/adv0"])
         #expect(lasting.releaseCount == 0)

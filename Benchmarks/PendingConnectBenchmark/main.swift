@@ -60,7 +60,10 @@ func cpu(ofProcessNamed name: String) -> Double? {
 func setPowered(_ adapter: String, _ on: Bool) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
-    process.arguments = ["set-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered", "b", on ? "true" : "false"]
+    process.arguments = [
+        "set-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered", "b",
+        on ? "true" : "false",
+    ]
     do { try process.run() } catch { fail("busctl: \(error)") }
     while process.isRunning { usleep(10_000) }
 }
@@ -73,7 +76,8 @@ final class Finder: CentralManagerDelegate, @unchecked Sendable {
         if central.state == .poweredOn { central.scanForPeripherals(withServices: nil) }
     }
     func centralManager(
-        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData, rssi RSSI: Int
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int
     ) {
         guard advertisementData.localName == wanted else { return }
         central.stopScan()
@@ -104,7 +108,10 @@ let wall = Date().timeIntervalSince(start)
 let own = ownCPU() - startOwn
 let daemon = startDaemon.flatMap { before in cpu(ofProcessNamed: "bluetoothd").map { $0 - before } }
 let state = peripheral.state
-print(String(format: "pending for %.0f s: BlueZKit central %.3f s CPU (%.3f%% of one core, %.1f ms/min)", wall, own, own / wall * 100, own / wall * 60_000))
+print(
+    String(
+        format: "pending for %.0f s: BlueZKit central %.3f s CPU (%.3f%% of one core, %.1f ms/min)", wall, own,
+        own / wall * 100, own / wall * 60_000))
 if let daemon {
     print(String(format: "bluetoothd over the same time: %.3f s CPU (%.3f%%)", daemon, daemon / wall * 100))
 }

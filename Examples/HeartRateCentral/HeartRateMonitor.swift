@@ -83,7 +83,8 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
     }
 
     func centralManager(
-        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData, rssi RSSI: Int
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int
     ) {
         let name = advertisementData.localName ?? peripheral.name
         if let wanted = configuration.name, wanted != name { return }

@@ -107,7 +107,8 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
             "restored", ["services": restored.map { "\($0.uuid)" }],
             human: "Restored \(restored.count) published services")
         // Take over the restored objects: updates and requests refer to them from now on.
-        guard let measurement = find(HeartRateProfile.measurement), let controlPoint = find(HeartRateProfile.controlPoint),
+        guard let measurement = find(HeartRateProfile.measurement),
+            let controlPoint = find(HeartRateProfile.controlPoint),
             let batteryLevel = find(HeartRateProfile.batteryLevel)
         else { return }
         self.measurement = measurement

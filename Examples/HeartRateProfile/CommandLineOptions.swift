@@ -34,7 +34,9 @@ public struct CommandLineOptions: Sendable {
     /// The value of `--name` as a positive integer, `default` when absent.
     public func positiveInteger(_ name: String, default fallback: Int) throws(UsageError) -> Int {
         guard let text = values[name] else { return fallback }
-        guard let number = Int(text), number > 0 else { throw UsageError("\(name) needs a positive number, not \(text)") }
+        guard let number = Int(text), number > 0 else {
+            throw UsageError("\(name) needs a positive number, not \(text)")
+        }
         return number
     }
 }

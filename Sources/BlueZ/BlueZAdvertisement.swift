@@ -90,7 +90,9 @@ package final class BlueZAdvertisement: Sendable {
                 get: {
                     .dictionary(
                         key: "s", value: "v",
-                        content.serviceData.sorted { $0.key < $1.key }.map { .init(.string($0.key), .variant(.bytes($0.value))) })
+                        content.serviceData.sorted { $0.key < $1.key }.map {
+                            .init(.string($0.key), .variant(.bytes($0.value)))
+                        })
                 }),
         ]
         if !content.solicitUUIDs.isEmpty {

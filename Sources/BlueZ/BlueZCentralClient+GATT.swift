@@ -61,7 +61,8 @@ extension BlueZCentralClient {
                 services.append(
                     ServiceInfo(
                         id: AttributeID(path: path), uuid: uuid, isPrimary: p["Primary"]?.boolValue ?? true,
-                        includes: (p["Includes"]?.arrayValue ?? []).compactMap { $0.objectPathValue }.map(AttributeID.init)))
+                        includes: (p["Includes"]?.arrayValue ?? []).compactMap { $0.objectPathValue }.map(
+                            AttributeID.init)))
             }
             if let p = interfaces[BlueZNames.gattCharacteristic.rawValue], let uuid = p["UUID"]?.stringValue,
                 let service = p["Service"]?.objectPathValue

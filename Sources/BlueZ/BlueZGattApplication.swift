@@ -85,7 +85,10 @@ package final class BlueZGattApplication: Sendable {
                 paths.append(descriptorPath)
             }
             try await connection.export(
-                [Self.characteristicInterface(characteristic, service: servicePath, connection: connection, path: path)],
+                [
+                    Self.characteristicInterface(
+                        characteristic, service: servicePath, connection: connection, path: path)
+                ],
                 at: path, allowedCaller: BlueZNames.service)
             paths.append(path)
         }

@@ -171,28 +171,29 @@ public struct ATTError: Error, Hashable, Sendable, CustomStringConvertible {
         /// The case name and byte, for logs, such as
         /// `"invalidOffset (0x07)"` or `"application (0x85)"`.
         public var description: String {
-            let name = switch self {
-            case .success: "success"
-            case .invalidHandle: "invalidHandle"
-            case .readNotPermitted: "readNotPermitted"
-            case .writeNotPermitted: "writeNotPermitted"
-            case .invalidPdu: "invalidPdu"
-            case .insufficientAuthentication: "insufficientAuthentication"
-            case .requestNotSupported: "requestNotSupported"
-            case .invalidOffset: "invalidOffset"
-            case .insufficientAuthorization: "insufficientAuthorization"
-            case .prepareQueueFull: "prepareQueueFull"
-            case .attributeNotFound: "attributeNotFound"
-            case .attributeNotLong: "attributeNotLong"
-            case .insufficientEncryptionKeySize: "insufficientEncryptionKeySize"
-            case .invalidAttributeValueLength: "invalidAttributeValueLength"
-            case .unlikelyError: "unlikelyError"
-            case .insufficientEncryption: "insufficientEncryption"
-            case .unsupportedGroupType: "unsupportedGroupType"
-            case .insufficientResources: "insufficientResources"
-            case .application: "application"
-            case .other: "other"
-            }
+            let name =
+                switch self {
+                case .success: "success"
+                case .invalidHandle: "invalidHandle"
+                case .readNotPermitted: "readNotPermitted"
+                case .writeNotPermitted: "writeNotPermitted"
+                case .invalidPdu: "invalidPdu"
+                case .insufficientAuthentication: "insufficientAuthentication"
+                case .requestNotSupported: "requestNotSupported"
+                case .invalidOffset: "invalidOffset"
+                case .insufficientAuthorization: "insufficientAuthorization"
+                case .prepareQueueFull: "prepareQueueFull"
+                case .attributeNotFound: "attributeNotFound"
+                case .attributeNotLong: "attributeNotLong"
+                case .insufficientEncryptionKeySize: "insufficientEncryptionKeySize"
+                case .invalidAttributeValueLength: "invalidAttributeValueLength"
+                case .unlikelyError: "unlikelyError"
+                case .insufficientEncryption: "insufficientEncryption"
+                case .unsupportedGroupType: "unsupportedGroupType"
+                case .insufficientResources: "insufficientResources"
+                case .application: "application"
+                case .other: "other"
+                }
             return "\(name) (\(Self.hex(byte)))"
         }
 

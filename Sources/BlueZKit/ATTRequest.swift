@@ -1,5 +1,5 @@
-public import Foundation
 import BlueZ
+public import Foundation
 import Synchronization
 
 /// A remote central, as a peripheral manager sees it.

@@ -154,7 +154,9 @@ public struct AdvertisementData: Hashable, Sendable, Codable {
         return value
     }
 
-    private static func uuids(_ dictionary: [String: Any], _ key: String) throws(AdvertisementDataError) -> [BluetoothUUID] {
+    private static func uuids(_ dictionary: [String: Any], _ key: String) throws(AdvertisementDataError)
+        -> [BluetoothUUID]
+    {
         try value(dictionary, key, "a [BluetoothUUID]") ?? []
     }
 

@@ -62,7 +62,8 @@ final class AsyncWaiters: Sendable {
         _ continuation: AsyncThrowingStream<Data, any Error>.Continuation
     ) {
         state.withLock {
-            $0.streams[Key(characteristic), default: [:]][id] = Stream(peripheral: Key(peripheral), continuation: continuation)
+            $0.streams[Key(characteristic), default: [:]][id] = Stream(
+                peripheral: Key(peripheral), continuation: continuation)
         }
     }
 
@@ -136,7 +137,9 @@ final class AsyncWaiters: Sendable {
         state.withLock { $0[keyPath: table].removeValue(forKey: key) ?? [] }
     }
 
-    private func resume<Value: Sendable>(_ c: CheckedContinuation<Value, any Error>, _ value: Value, _ error: (any Error)?) {
+    private func resume<Value: Sendable>(
+        _ c: CheckedContinuation<Value, any Error>, _ value: Value, _ error: (any Error)?
+    ) {
         if let error { c.resume(throwing: error) } else { c.resume(returning: value) }
     }
 

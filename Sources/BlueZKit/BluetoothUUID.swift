@@ -68,8 +68,10 @@ public struct BluetoothUUID: Hashable, Sendable {
     /// corresponding 16-bit or 32-bit UUID.
     public init(_ uuid: UUID) {
         let t = uuid.uuid
-        let bytes = [t.0, t.1, t.2, t.3, t.4, t.5, t.6, t.7,
-                     t.8, t.9, t.10, t.11, t.12, t.13, t.14, t.15]
+        let bytes = [
+            t.0, t.1, t.2, t.3, t.4, t.5, t.6, t.7,
+            t.8, t.9, t.10, t.11, t.12, t.13, t.14, t.15,
+        ]
         self.init(bytes128: bytes)
     }
 
@@ -199,8 +201,10 @@ public struct BluetoothUUID: Hashable, Sendable {
     /// 32-bit one, 16 bytes otherwise. ``init(data:)`` reads it back.
     public var data: Data {
         if let value = baseValue {
-            let bytes = [UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
-                         UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value)]
+            let bytes = [
+                UInt8(truncatingIfNeeded: value >> 24), UInt8(truncatingIfNeeded: value >> 16),
+                UInt8(truncatingIfNeeded: value >> 8), UInt8(truncatingIfNeeded: value),
+            ]
             return Data(value <= 0xFFFF ? bytes[2...] : bytes[...])
         }
         return Data(bytes128)
@@ -209,8 +213,11 @@ public struct BluetoothUUID: Hashable, Sendable {
     /// The full 128-bit value as a Foundation `UUID`.
     public var uuid: UUID {
         let b = bytes128
-        return UUID(uuid: (b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
-                           b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]))
+        return UUID(
+            uuid: (
+                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+                b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]
+            ))
     }
 
     /// The full 128-bit form in lower case, as BlueZ writes UUIDs

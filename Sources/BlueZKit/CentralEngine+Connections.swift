@@ -205,7 +205,7 @@ extension CentralEngine {
                 } else if await !self.isScanning {
                     try await self.client.stopDiscovery()
                 }
-            } catch where error.code == .disconnected {
+            } catch  where error.code == .disconnected {
                 // The manager was released and its connection closed.
             } catch {
                 DBusLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
@@ -217,7 +217,9 @@ extension CentralEngine {
     }
 
     private var isScanning: Bool {
-        get async { await withCheckedContinuation { c in connection.queue.async { c.resume(returning: self.scan != nil) } } }
+        get async {
+            await withCheckedContinuation { c in connection.queue.async { c.resume(returning: self.scan != nil) } }
+        }
     }
 
     /// Errors after which no retry can succeed.

@@ -49,13 +49,16 @@ extension CentralEngine {
         var all: [Service] = []
         for info in database.services {
             guard let uuid = BluetoothUUID(string: info.uuid) else { continue }
-            let service = model.services[info.id] ?? Service(uuid: uuid, isPrimary: info.isPrimary, peripheral: peripheral, id: info.id)
+            let service =
+                model.services[info.id]
+                ?? Service(uuid: uuid, isPrimary: info.isPrimary, peripheral: peripheral, id: info.id)
             model.services[info.id] = service
             all.append(service)
         }
         model.mtu = database.characteristics.compactMap(\.mtu).max().map(Int.init) ?? model.mtu
         gatt[id] = model
-        DBusLog.debug("services of \(peripheral.identifier): \(database.services.map { "\($0.uuid) primary=\($0.isPrimary)" })")
+        DBusLog.debug(
+            "services of \(peripheral.identifier): \(database.services.map { "\($0.uuid) primary=\($0.isPrimary)" })")
         let wanted = filter.map(Set.init)
         let services = all.filter { $0.isPrimary && (wanted?.contains($0.uuid) ?? true) }
         manager?.post(.gatt(peripheral, .services(services, nil)))
@@ -63,10 +66,14 @@ extension CentralEngine {
 
     func discoverIncludedServices(_ peripheral: Peripheral, service: Service, filter: [BluetoothUUID]?) {
         let id = peripheral.deviceID
-        guard isConnected(peripheral, else: { .includedServices(service, [], $0) }), let model = gatt[id] else { return }
+        guard isConnected(peripheral, else: { .includedServices(service, [], $0) }), let model = gatt[id] else {
+            return
+        }
         let info = client.gattDatabase(of: id).services.first { $0.id == service.id }
         let wanted = filter.map(Set.init)
-        let included = (info?.includes ?? []).compactMap { model.services[$0] }.filter { wanted?.contains($0.uuid) ?? true }
+        let included = (info?.includes ?? []).compactMap { model.services[$0] }.filter {
+            wanted?.contains($0.uuid) ?? true
+        }
         manager?.post(.gatt(peripheral, .includedServices(service, included, nil)))
     }
 
@@ -97,7 +104,8 @@ extension CentralEngine {
         var found: [Descriptor] = []
         for info in client.gattDatabase(of: id).descriptors where info.characteristic == characteristic.id {
             guard let uuid = BluetoothUUID(string: info.uuid) else { continue }
-            let descriptor = model.descriptors[info.id] ?? Descriptor(uuid: uuid, characteristic: characteristic, id: info.id)
+            let descriptor =
+                model.descriptors[info.id] ?? Descriptor(uuid: uuid, characteristic: characteristic, id: info.id)
             model.descriptors[info.id] = descriptor
             found.append(descriptor)
         }
@@ -136,7 +144,8 @@ extension CentralEngine {
         Task {
             var failure: (any Error)? = nil
             do throws(DBusError) {
-                try await client.writeValue(characteristic.id, descriptor: false, value: Array(data), withResponse: withResponse)
+                try await client.writeValue(
+                    characteristic.id, descriptor: false, value: Array(data), withResponse: withResponse)
             } catch { failure = Self.gattError(error) }
             if withResponse { manager?.post(.gatt(peripheral, .wrote(characteristic, failure))) }
         }
@@ -179,7 +188,9 @@ extension CentralEngine {
     func valueChanged(_ event: BlueZObjectCache.Event) {
         guard let (attribute, bytes) = client.valueChange(in: event) else { return }
         for (id, model) in gatt where model.notifying.contains(attribute) {
-            guard let characteristic = model.characteristics[attribute], let peripheral = peripherals[id] else { continue }
+            guard let characteristic = model.characteristics[attribute], let peripheral = peripherals[id] else {
+                continue
+            }
             manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
         }
     }

@@ -21,7 +21,8 @@ extension CentralEngine {
                         guard let uuid = BluetoothUUID(string: savedService.uuid),
                             let serviceID = AttributeID(token: savedService.token)
                         else { return nil }
-                        let service = Service(uuid: uuid, isPrimary: savedService.isPrimary, peripheral: peripheral, id: serviceID)
+                        let service = Service(
+                            uuid: uuid, isPrimary: savedService.isPrimary, peripheral: peripheral, id: serviceID)
                         model.services[serviceID] = service
                         if let characteristics = savedService.characteristics {
                             service.setCharacteristics(

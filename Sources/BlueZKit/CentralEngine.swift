@@ -79,9 +79,9 @@ final class CentralEngine: @unchecked Sendable {
                     uuids: uuids, duplicateData: options.allowDuplicates,
                     rssi: options.rssiThreshold.map { Int16(clamping: $0) }, pattern: options.pattern)
                 try await self.client.startDiscovery()
-            } catch where error.name == "org.bluez.Error.InProgress" {
+            } catch  where error.name == "org.bluez.Error.InProgress" {
                 // Already discovering for us: the new filter applies.
-            } catch where error.code == .disconnected {
+            } catch  where error.code == .disconnected {
                 // The manager was released and its connection closed.
             } catch {
                 DBusLog.warning("scan could not start: \(error)")
@@ -171,17 +171,21 @@ final class CentralEngine: @unchecked Sendable {
     }
 
     private func advertised(_ id: DeviceHandle, _ device: BlueZDeviceProperties) {
-        guard var scan, let rssi = device.rssi else { return }
+        // Read the scan's parameters without copying its `reported` table: a copy per
+        // advertisement cost most of the CPU of a busy scan and fragmented memory.
+        guard let services = scan.map(\.services), let options = scan?.options, let rssi = device.rssi else { return }
         let data = Self.advertisementData(device)
         // Core Bluetooth's rule: a peripheral that advertises one of the services, or (with the
         // solicited-services option) solicits one of those, is reported.
-        let advertisesService = scan.services.map { $0.contains(where: data.serviceUUIDs.contains) } ?? true
-        let solicitsService = scan.options.solicitedServiceUUIDs.contains(where: data.solicitedServiceUUIDs.contains)
+        let advertisesService = services.map { $0.contains(where: data.serviceUUIDs.contains) } ?? true
+        let solicitsService = options.solicitedServiceUUIDs.contains(where: data.solicitedServiceUUIDs.contains)
         guard advertisesService || solicitsService else { return }
-        if let threshold = scan.options.rssiThreshold, Int(rssi) < threshold { return }
-        if !scan.options.allowDuplicates, scan.reported[id] == data { return }
-        scan.reported[id] = data
-        self.scan = scan
+        if let threshold = options.rssiThreshold, Int(rssi) < threshold { return }
+        if !options.allowDuplicates {
+            // Once per scan, and again only when the advertisement changes.
+            if scan?.reported[id] == data { return }
+            scan?.reported[id] = data
+        }
         let peripheral = peripheral(for: id, device)
         manager?.post(.discovered(peripheral, data, rssi: Int(rssi), name: device.name ?? device.alias))
     }

@@ -99,7 +99,9 @@ extension Peripheral {
             let id = waiters.makeID()
             waiters.addStream(of: characteristic, peripheral: self, id: id, continuation)
             continuation.onTermination = { [weak self] _ in
-                guard let self, !waiters.removeStream(of: characteristic, id: id), self.state == .connected else { return }
+                guard let self, !waiters.removeStream(of: characteristic, id: id), self.state == .connected else {
+                    return
+                }
                 self.setNotifyValue(false, for: characteristic)
             }
             if !characteristic.isNotifying { setNotifyValue(true, for: characteristic) }

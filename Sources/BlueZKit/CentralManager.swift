@@ -1,6 +1,6 @@
+import DBus
 public import Dispatch
 public import Foundation
-import DBus
 import Synchronization
 
 /// Scans for and connects to remote peripherals: Core Bluetooth's `CBCentralManager` on BlueZ.
@@ -167,7 +167,8 @@ public final class CentralManager: @unchecked Sendable {
         shared.withLock { state in
             if !state.linked.contains(peripheral) { state.linked.append(peripheral) }
         }
-        engine.connect(peripheral, autoReconnect: options?[CBConnectPeripheralOptionEnableAutoReconnect] as? Bool ?? false)
+        engine.connect(
+            peripheral, autoReconnect: options?[CBConnectPeripheralOptionEnableAutoReconnect] as? Bool ?? false)
         saveStateSoon()
     }
 
@@ -259,7 +260,9 @@ public final class CentralManager: @unchecked Sendable {
                 guard scanning else { return }
                 peripheral.update(name: name)
                 delegate?.centralManager(self, didDiscover: peripheral, advertisementData: data, rssi: rssi)
-                for stream in streams { stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi)) }
+                for stream in streams {
+                    stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi))
+                }
             case .link(let peripheral, let change):
                 deliver(change, for: peripheral)
                 waiters.linkChanged(peripheral, change)

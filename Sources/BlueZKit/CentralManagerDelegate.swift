@@ -65,7 +65,8 @@ extension CentralManagerDelegate {
     public func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {}
 
     /// Does nothing.
-    public func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?) {}
+    public func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?)
+    {}
 
     /// Does nothing.
     public func centralManager(

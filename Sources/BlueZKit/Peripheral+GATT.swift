@@ -65,7 +65,8 @@ extension Peripheral {
     public func readRSSI() {
         perform { engine in
             let rssi = engine.lastRSSI(of: self)
-            let error = rssi == nil
+            let error =
+                rssi == nil
                 ? BluetoothError(.operationNotSupported, message: "bluetoothd has no RSSI for this device now") : nil
             engine.manager?.post(.gatt(self, .rssi(Int(rssi ?? 0), error)))
         }

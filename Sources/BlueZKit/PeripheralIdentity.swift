@@ -1,5 +1,5 @@
-import Foundation
 import BlueZ
+import Foundation
 
 /// The BlueZ device behind a `Peripheral`, kept opaque to this layer.
 typealias DeviceHandle = BlueZCentralClient.DeviceID
@@ -29,8 +29,10 @@ enum PeripheralIdentity {
         }
         bytes[6] = (bytes[6] & 0x0F) | 0x80  // version 8
         bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
-        return UUID(uuid: (
-            bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
-            bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]))
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7],
+                bytes[8], bytes[9], bytes[10], bytes[11], bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
     }
 }

@@ -16,7 +16,8 @@ extension PeripheralManager {
         let description = BlueZGattApplication.Service(
             uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
             characteristics: characteristics.map { gattCharacteristic($0, adapterAddress: adapterAddress) })
-        let application = try await BlueZGattApplication(connection: client.connection, service: description, number: number)
+        let application = try await BlueZGattApplication(
+            connection: client.connection, service: description, number: number)
         try await application.register(on: adapter)
         shared.withLock { state in
             if !state.services.contains(where: { $0 === service }) { state.services.append(service) }
@@ -33,7 +34,8 @@ extension PeripheralManager {
         let staticValue = characteristic.value
         return BlueZGattApplication.Characteristic(
             uuid: characteristic.uuid.bluezString,
-            flags: BlueZGattFlags.bluezFlags(properties: characteristic.properties, permissions: characteristic.permissions),
+            flags: BlueZGattFlags.bluezFlags(
+                properties: characteristic.properties, permissions: characteristic.permissions),
             descriptors: (characteristic.descriptors ?? []).map {
                 BlueZGattApplication.Descriptor(uuid: $0.uuid.bluezString, flags: ["read"], value: Array($0.value))
             },
@@ -56,7 +58,8 @@ extension PeripheralManager {
             },
             onWrite: { [weak self] request, value in
                 guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
-                let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: Data(value))
+                let attRequest = self.request(
+                    request, characteristic, adapterAddress: adapterAddress, value: Data(value))
                 let withoutResponse = request.writeType == "command"
                 if withoutResponse { request.respond() }
                 self.queue.async {
@@ -118,12 +121,14 @@ extension PeripheralManager {
     static func advertisementContent(_ data: AdvertisementData) -> BlueZAdvertisement.Content {
         var manufacturer: [UInt16: [UInt8]] = [:]
         if let bytes = data.manufacturerData, bytes.count >= 2 {
-            manufacturer[UInt16(bytes[bytes.startIndex]) | UInt16(bytes[bytes.startIndex + 1]) << 8] = Array(bytes.dropFirst(2))
+            manufacturer[UInt16(bytes[bytes.startIndex]) | UInt16(bytes[bytes.startIndex + 1]) << 8] = Array(
+                bytes.dropFirst(2))
         }
         return BlueZAdvertisement.Content(
             localName: data.localName, serviceUUIDs: data.serviceUUIDs.map(\.bluezString),
             solicitUUIDs: data.solicitedServiceUUIDs.map(\.bluezString), manufacturerData: manufacturer,
-            serviceData: Dictionary(uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }))
+            serviceData: Dictionary(
+                uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }))
     }
 
     /// Registers the advertisement; returns the error for the delegate, if any.

@@ -24,7 +24,9 @@ extension PeripheralManager {
     /// returns true. A value longer than the smallest subscriber's ``Central/maximumUpdateValueLength``
     /// is truncated by bluetoothd for that central, as Core Bluetooth does.
     @discardableResult
-    public func updateValue(_ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?)
+    public func updateValue(
+        _ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?
+    )
         -> Bool
     {
         let (target, client) = shared.withLock { ($0.characteristics[ObjectIdentifier(characteristic)], $0.client) }
@@ -103,7 +105,10 @@ extension PeripheralManager {
     func dropAllSubscriptions() {
         let (ended, adapter): ([(MutableCharacteristic, [String])], String) = shared.withLock { state in
             let table = state.subscriptions.reset()
-            return (table.compactMap { key, addresses in state.published[key].map { ($0, addresses) } }, state.adapterAddress)
+            return (
+                table.compactMap { key, addresses in state.published[key].map { ($0, addresses) } },
+                state.adapterAddress
+            )
         }
         for (characteristic, addresses) in ended {
             report(.unsubscribed, addresses: addresses, of: characteristic, adapter: adapter)
@@ -133,7 +138,8 @@ extension PeripheralManager {
             for central in centrals {
                 switch change {
                 case .subscribed: delegate.peripheralManager(self, central: central, didSubscribeTo: characteristic)
-                case .unsubscribed: delegate.peripheralManager(self, central: central, didUnsubscribeFrom: characteristic)
+                case .unsubscribed:
+                    delegate.peripheralManager(self, central: central, didUnsubscribeFrom: characteristic)
                 }
             }
         }

@@ -1,7 +1,7 @@
-public import Dispatch
-import Foundation
 import BlueZ
 import DBus
+public import Dispatch
+import Foundation
 import Synchronization
 
 /// Publishes services and advertises them: Core Bluetooth's `CBPeripheralManager` on BlueZ.
@@ -75,7 +75,8 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     /// Creates a manager with Core Bluetooth's option dictionary.
-    public convenience init(delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: [String: Any]?) {
+    public convenience init(delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: [String: Any]?)
+    {
         self.init(delegate: delegate, queue: queue, options: CentralManagerOptions(dictionary: options ?? [:]))
     }
 
@@ -165,7 +166,8 @@ public final class PeripheralManager: @unchecked Sendable {
     public func startAdvertising(_ data: AdvertisementData) {
         guard !isAdvertising else {
             // Core Bluetooth's rule: stop first.
-            let failure = BluetoothError(.alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
+            let failure = BluetoothError(
+                .alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
             return queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure) }
         }
         let content = Self.advertisementContent(data)
@@ -283,6 +285,8 @@ public final class PeripheralManager: @unchecked Sendable {
 
     func adapterPath(_ client: BlueZCentralClient?) async -> ObjectPath? {
         guard let client else { return nil }
-        return await withCheckedContinuation { c in client.connection.queue.async { c.resume(returning: client.adapterObjectPath) } }
+        return await withCheckedContinuation { c in
+            client.connection.queue.async { c.resume(returning: client.adapterObjectPath) }
+        }
     }
 }

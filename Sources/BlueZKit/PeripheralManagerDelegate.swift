@@ -38,7 +38,8 @@ public protocol PeripheralManagerDelegate: AnyObject {
 
 extension PeripheralManagerDelegate {
     /// Does nothing.
-    public func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {}
+    public func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?)
+    {}
     /// Does nothing.
     public func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?) {}
     /// Answers `requestNotSupported`, so that an app without this method does not leave centrals waiting.

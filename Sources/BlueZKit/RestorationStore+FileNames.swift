@@ -98,8 +98,9 @@ package enum FNV1a128 {
     /// The hash of `bytes` as 32 lowercase hex digits, high half first.
     package static func hexDigest(of bytes: some Sequence<UInt8>) -> String {
         let (high, low) = hash(bytes)
-        return RestorationStore.hexString((0..<16).map { index in
-            UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> (56 - 8 * UInt64(index % 8)))
-        })
+        return RestorationStore.hexString(
+            (0..<16).map { index in
+                UInt8(truncatingIfNeeded: (index < 8 ? high : low) >> (56 - 8 * UInt64(index % 8)))
+            })
     }
 }

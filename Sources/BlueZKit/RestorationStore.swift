@@ -45,9 +45,10 @@ public struct RestorationStore: Sendable, Hashable {
     ///
     /// It is computed from the environment each time it is read.
     public static var standard: RestorationStore {
-        RestorationStore(directory: standardDirectory(
-            environment: ProcessInfo.processInfo.environment,
-            homeDirectory: FileManager.default.homeDirectoryForCurrentUser))
+        RestorationStore(
+            directory: standardDirectory(
+                environment: ProcessInfo.processInfo.environment,
+                homeDirectory: FileManager.default.homeDirectoryForCurrentUser))
     }
 
     /// The directory of ``standard`` for the given environment and home
@@ -86,24 +87,28 @@ public struct RestorationStore: Sendable, Hashable {
     /// atomically to a 0600 file. Throws ``RestorationError/Code/writeFailed``
     /// when encoding or any file operation fails; the earlier state is then
     /// unchanged.
-    package func save<Payload: Codable>(_ payload: Payload, role: Role, for identifier: String) throws(RestorationError) {
+    package func save<Payload: Codable>(_ payload: Payload, role: Role, for identifier: String) throws(RestorationError)
+    {
         let data: Data
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            data = try encoder.encode(Envelope(
-                format: Self.formatMarker, version: Self.formatVersion, role: role.rawValue,
-                identifier: identifier, payload: payload))
+            data = try encoder.encode(
+                Envelope(
+                    format: Self.formatMarker, version: Self.formatVersion, role: role.rawValue,
+                    identifier: identifier, payload: payload))
         } catch {
             throw failure(.writeFailed, "could not encode the \(role.rawValue) state", identifier, underlying: error)
         }
         let name = Self.fileName(for: identifier)
         let directoryPath = try directoryPath(for: identifier, code: .writeFailed)
         if let errorNumber = Self.createDirectory(atPath: directoryPath) {
-            throw failure(.writeFailed, "could not create the directory \(directoryPath)", identifier, errno: errorNumber)
+            throw failure(
+                .writeFailed, "could not create the directory \(directoryPath)", identifier, errno: errorNumber)
         }
         if let (operation, errorNumber) = Self.writeAtomically(data, directoryPath: directoryPath, name: name) {
-            throw failure(.writeFailed, "could not \(operation) \(directoryPath)/\(name)", identifier, errno: errorNumber)
+            throw failure(
+                .writeFailed, "could not \(operation) \(directoryPath)/\(name)", identifier, errno: errorNumber)
         }
     }
 
@@ -118,7 +123,9 @@ public struct RestorationStore: Sendable, Hashable {
     /// `<name>.unreadable`, replacing an earlier such copy, and the error is
     /// thrown; the next load returns `nil`. A failure to read the file at all
     /// throws ``RestorationError/Code/readFailed`` and leaves it in place.
-    package func load<Payload: Codable>(_ type: Payload.Type, role: Role, for identifier: String) throws(RestorationError) -> Payload? {
+    package func load<Payload: Codable>(_ type: Payload.Type, role: Role, for identifier: String)
+        throws(RestorationError) -> Payload?
+    {
         let directoryPath = try directoryPath(for: identifier, code: .readFailed)
         let filePath = directoryPath + "/" + Self.fileName(for: identifier)
         let data: Data
@@ -139,7 +146,8 @@ public struct RestorationStore: Sendable, Hashable {
                 throw RestorationError(error.code, message: message, underlying: error.underlying)
             }
             let reason = String(cString: strerror(errno))
-            throw RestorationError(error.code, message: "\(sentence); moving it aside failed: \(reason).", underlying: error.underlying)
+            throw RestorationError(
+                error.code, message: "\(sentence); moving it aside failed: \(reason).", underlying: error.underlying)
         }
     }
 
@@ -204,12 +212,16 @@ public struct RestorationStore: Sendable, Hashable {
             throw failure(.wrongIdentifier, "\(filePath) holds the state of another identifier", identifier)
         }
         guard header.role == role.rawValue else {
-            throw failure(.wrongRole, "\(filePath) holds a \(header.role ?? "role-less") state, not a \(role.rawValue) state", identifier)
+            throw failure(
+                .wrongRole, "\(filePath) holds a \(header.role ?? "role-less") state, not a \(role.rawValue) state",
+                identifier)
         }
         do {
             return try JSONDecoder().decode(Envelope<Payload>.self, from: data).payload
         } catch {
-            throw failure(.unreadable, "the state in \(filePath) does not decode as \(Payload.self)", identifier, underlying: error)
+            throw failure(
+                .unreadable, "the state in \(filePath) does not decode as \(Payload.self)", identifier,
+                underlying: error)
         }
     }
 
@@ -248,7 +260,8 @@ public struct RestorationStore: Sendable, Hashable {
             detail = ": " + String(cString: strerror(errorNumber))
         }
         let shown = identifier.count > 80 ? String(identifier.prefix(80)) + "…" : identifier
-        return RestorationError(code, message: "Restore identifier \(shown.debugDescription): \(what)\(detail).", underlying: underlying)
+        return RestorationError(
+            code, message: "Restore identifier \(shown.debugDescription): \(what)\(detail).", underlying: underlying)
     }
 
     // MARK: - POSIX file operations
@@ -308,12 +321,16 @@ public struct RestorationStore: Sendable, Hashable {
         for _ in 0..<100 where descriptor < 0 {
             let suffix = hexString(withUnsafeBytes(of: UInt64.random(in: .min ... .max)) { Array($0) })
             temporaryPath = directoryPath + "/" + temporaryFilePrefix + suffix
-            descriptor = retryingOnInterrupt { open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+            descriptor = retryingOnInterrupt {
+                open(temporaryPath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+            }
             if descriptor < 0, errno != EEXIST { return ("create a temporary file for", errno) }
         }
         guard descriptor >= 0 else { return ("create a temporary file for", EEXIST) }
         var failedStep = writeAndSync(data, to: descriptor)
-        if close(descriptor) != 0, failedStep == nil, errno != EINTR { failedStep = ("close the temporary file for", errno) }
+        if close(descriptor) != 0, failedStep == nil, errno != EINTR {
+            failedStep = ("close the temporary file for", errno)
+        }
         if failedStep == nil, rename(temporaryPath, directoryPath + "/" + name) != 0 {
             failedStep = ("rename a temporary file to", errno)
         }
@@ -331,7 +348,9 @@ public struct RestorationStore: Sendable, Hashable {
         let writeError: Int32? = data.withUnsafeBytes { bytes in
             var offset = 0
             while offset < bytes.count {
-                let written = retryingOnInterrupt { write(descriptor, bytes.baseAddress! + offset, bytes.count - offset) }
+                let written = retryingOnInterrupt {
+                    write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                }
                 if written < 0 { return errno }
                 offset += written
             }

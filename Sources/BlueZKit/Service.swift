@@ -1,5 +1,5 @@
-public import Foundation
 import BlueZ
+public import Foundation
 import Synchronization
 
 /// A service of a remote peripheral, found by ``Peripheral/discoverServices(_:)``.
@@ -53,7 +53,9 @@ public final class Characteristic: @unchecked Sendable, Hashable, CustomStringCo
     let id: BlueZCentralClient.AttributeID
     private let mutable = Mutex<(value: Data?, notifying: Bool, descriptors: [Descriptor]?)>((nil, false, nil))
 
-    init(uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service, id: BlueZCentralClient.AttributeID) {
+    init(
+        uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service, id: BlueZCentralClient.AttributeID
+    ) {
         self.uuid = uuid
         self.properties = properties
         self.service = service

@@ -10,7 +10,8 @@ enum AdvertisementParser {
     /// `--experimental` (`TxPower`) and the ones not simulated (`Data`, `Duration`, `DiscoverableTimeout`, intervals…) are skipped.
     static func parse(_ properties: [String: DBusValue], owner: String, path: ObjectPath) -> SimulatedAdvertisement? {
         var advertisement = SimulatedAdvertisement(
-            owner: owner, path: path.rawValue, type: "peripheral", serviceUUIDs: [], solicitUUIDs: [], manufacturerData: [:],
+            owner: owner, path: path.rawValue, type: "peripheral", serviceUUIDs: [], solicitUUIDs: [],
+            manufacturerData: [:],
             serviceData: [:], localName: nil, includes: [], appearance: nil, discoverable: nil, timeout: nil)
         if let value = properties["Type"] {
             guard let type = value.stringValue, type == "peripheral" || type == "broadcast" else { return nil }
@@ -27,7 +28,9 @@ enum AdvertisementParser {
         if let value = properties["ManufacturerData"] {
             guard let entries = value.dictionaryEntries else { return nil }
             for entry in entries {
-                guard let company = entry.key.uint16Value, case .variant(.bytes(let bytes)) = entry.value else { return nil }
+                guard let company = entry.key.uint16Value, case .variant(.bytes(let bytes)) = entry.value else {
+                    return nil
+                }
                 advertisement.manufacturerData[company] = bytes
             }
         }

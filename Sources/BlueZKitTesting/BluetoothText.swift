@@ -50,6 +50,9 @@ enum BluetoothText {
     }
 
     private static func isHex<S: StringProtocol>(_ text: S) -> Bool {
-        !text.isEmpty && text.unicodeScalars.allSatisfy { ("0"..."9").contains($0) || ("a"..."f").contains($0) || ("A"..."F").contains($0) }
+        !text.isEmpty
+            && text.unicodeScalars.allSatisfy {
+                ("0"..."9").contains($0) || ("a"..."f").contains($0) || ("A"..."F").contains($0)
+            }
     }
 }

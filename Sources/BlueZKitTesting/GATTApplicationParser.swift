@@ -16,7 +16,9 @@ enum GATTApplicationParser {
     static let reservedUUIDs: Set<String> = [BluetoothText.uuid("1800") ?? "", BluetoothText.uuid("1801") ?? ""]
 
     /// The application, or the `Failed` error bluetoothd replies with.
-    static func parse(_ reply: DBusValue?, owner: String, root: ObjectPath) -> Result<SimulatedGATTApplication, DBusError> {
+    static func parse(_ reply: DBusValue?, owner: String, root: ObjectPath) -> Result<
+        SimulatedGATTApplication, DBusError
+    > {
         var objects: [(ObjectPath, [String: [String: DBusValue]])] = []
         for entry in reply?.dictionaryEntries ?? [] {
             guard let path = entry.key.objectPathValue, path == root || path.isDescendant(of: root) else { continue }
@@ -36,9 +38,11 @@ enum GATTApplicationParser {
         var services: [SimulatedGATTApplication.Service] = []
         for (path, interfaces) in objects {
             guard let properties = interfaces[serviceInterface] else { continue }
-            let uuid = uuid(properties), primary = properties["Primary"]?.boolValue
+            let uuid = uuid(properties)
+            let primary = properties["Primary"]?.boolValue
             if uuid == nil || primary == nil { unparsable = true }
-            services.append(.init(path: path.rawValue, uuid: uuid ?? "", isPrimary: primary ?? false, characteristics: []))
+            services.append(
+                .init(path: path.rawValue, uuid: uuid ?? "", isPrimary: primary ?? false, characteristics: []))
         }
         for (path, interfaces) in objects {
             guard let properties = interfaces[characteristicInterface] else { continue }
@@ -48,7 +52,8 @@ enum GATTApplicationParser {
             else { return .failure(invalid) }
             let uuid = uuid(properties)
             if uuid == nil { unparsable = true }
-            services[index].characteristics.append(.init(path: path.rawValue, uuid: uuid ?? "", flags: flags, descriptors: []))
+            services[index].characteristics.append(
+                .init(path: path.rawValue, uuid: uuid ?? "", flags: flags, descriptors: []))
         }
         for (path, interfaces) in objects {
             guard let properties = interfaces[descriptorInterface] else { continue }
@@ -59,7 +64,8 @@ enum GATTApplicationParser {
             else { return .failure(invalid) }
             let uuid = uuid(properties)
             if uuid == nil { unparsable = true }
-            services[serviceIndex].characteristics[index].descriptors.append(.init(path: path.rawValue, uuid: uuid ?? "", flags: flags))
+            services[serviceIndex].characteristics[index].descriptors.append(
+                .init(path: path.rawValue, uuid: uuid ?? "", flags: flags))
         }
         let profiles = objects.contains { $0.1[profileInterface] != nil }
         guard !services.isEmpty || profiles else { return .failure(invalid) }

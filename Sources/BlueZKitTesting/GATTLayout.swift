@@ -80,7 +80,9 @@ struct GATTLayout: Sendable {
             for characteristic in service.characteristics {
                 next += 2 + (try descriptorPlan(for: characteristic)).count
             }
-            guard next <= 0xFFFF else { throw SimulatedBlueZError(.invalidConfiguration, "GATT database exceeds 0xFFFF handles") }
+            guard next <= 0xFFFF else {
+                throw SimulatedBlueZError(.invalidConfiguration, "GATT database exceeds 0xFFFF handles")
+            }
         }
         // Pass 2: the layout.
         var laidOut: [Service] = []
@@ -89,7 +91,8 @@ struct GATTLayout: Sendable {
             var handle = start
             let includes = try service.includes.map { (included) throws(SimulatedBlueZError) -> UInt16 in
                 guard let target = starts[ObjectIdentifier(included)] else {
-                    throw SimulatedBlueZError(.invalidConfiguration, "service \(service.uuid) includes a service of another peripheral")
+                    throw SimulatedBlueZError(
+                        .invalidConfiguration, "service \(service.uuid) includes a service of another peripheral")
                 }
                 handle += 1
                 return target
@@ -129,10 +132,12 @@ struct GATTLayout: Sendable {
         var userUUIDs: [String] = []
         for descriptor in characteristic.descriptors { userUUIDs.append(try uuid(descriptor.uuid)) }
         if parsed.canNotify && !userUUIDs.contains(clientConfigurationUUID) {
-            plan.append((SimulatedDescriptor(uuid: "2902", flags: ["read", "write"], value: [0, 0]), .clientConfiguration))
+            plan.append(
+                (SimulatedDescriptor(uuid: "2902", flags: ["read", "write"], value: [0, 0]), .clientConfiguration))
         }
         if parsed.properties & AttributeFlags.extended != 0 && !userUUIDs.contains(extendedPropertiesUUID) {
-            plan.append((SimulatedDescriptor(uuid: "2900", value: [parsed.extendedProperties, 0]), .extendedProperties))
+            plan.append(
+                (SimulatedDescriptor(uuid: "2900", value: [parsed.extendedProperties, 0]), .extendedProperties))
         }
         for (descriptor, descriptorUUID) in zip(characteristic.descriptors, userUUIDs) {
             plan.append((descriptor, descriptorUUID == clientConfigurationUUID ? .clientConfiguration : .user))

@@ -61,7 +61,9 @@ public struct SimulatedAdvertisement: Sendable, Hashable {
 
     /// The size of the UUID of a service-data entry: 2 for the Bluetooth base, else 16.
     static func shortSize(_ uuid: String) -> Int {
-        guard uuid.hasSuffix(BluetoothText.baseSuffix), uuid.hasPrefix("0000") else { return uuid.hasSuffix(BluetoothText.baseSuffix) ? 4 : 16 }
+        guard uuid.hasSuffix(BluetoothText.baseSuffix), uuid.hasPrefix("0000") else {
+            return uuid.hasSuffix(BluetoothText.baseSuffix) ? 4 : 16
+        }
         return 2
     }
 }

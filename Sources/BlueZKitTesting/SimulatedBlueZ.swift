@@ -105,7 +105,9 @@ public final class SimulatedBlueZ: Sendable {
     ///
     /// - Parameter downtime: how long `org.bluez` stays without an owner.
     public func restart(downtime: Duration = .zero) async throws(SimulatedBlueZError) {
-        guard !stopped.load(ordering: .acquiring) else { throw SimulatedBlueZError(.stopped, "the simulator was stopped") }
+        guard !stopped.load(ordering: .acquiring) else {
+            throw SimulatedBlueZError(.stopped, "the simulator was stopped")
+        }
         let present = await core.disconnect(flushing: true)
         if downtime > .zero { try? await Task.sleep(for: downtime) }
         try await core.connect(to: busAddress, adapters: present)
@@ -141,7 +143,9 @@ public final class SimulatedBlueZ: Sendable {
     /// Re-adding an adapter that was removed (same name and address) brings back
     /// its bonded devices and the peripherals in its range.
     @discardableResult
-    public func addAdapter(_ configuration: SimulatedAdapter.Configuration) throws(SimulatedBlueZError) -> SimulatedAdapter {
+    public func addAdapter(_ configuration: SimulatedAdapter.Configuration) throws(SimulatedBlueZError)
+        -> SimulatedAdapter
+    {
         let taken = core.adapterList().map { ($0.name, $0.address) }
         let (name, address) = try resolve(configuration, taken: taken)
         if let error = core.addAdapter(name: name, address: address, configuration: configuration) { throw error }
@@ -162,7 +166,11 @@ public final class SimulatedBlueZ: Sendable {
             while taken.contains(where: { $0.0 == "hci\(index)" }) { index += 1 }
             name = "hci\(index)"
         }
-        guard let name, !name.isEmpty, name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_") }) else {
+        guard let name, !name.isEmpty,
+            name.unicodeScalars.allSatisfy({
+                $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "_")
+            })
+        else {
             throw SimulatedBlueZError(.invalidConfiguration, "invalid adapter name '\(configuration.name ?? "")'")
         }
         let known = handles.withLock { $0[name]?.address }
@@ -197,7 +205,9 @@ public final class SimulatedBlueZ: Sendable {
     /// - Throws: `invalidConfiguration` for a bad address, UUID or flag;
     ///   `alreadyExists` when the peripheral was added before or another one has its
     ///   address; `notFound` when the adapter is not present.
-    public func addPeripheral(_ peripheral: SimulatedPeripheral, to adapter: SimulatedAdapter? = nil) throws(SimulatedBlueZError) {
+    public func addPeripheral(_ peripheral: SimulatedPeripheral, to adapter: SimulatedAdapter? = nil)
+        throws(SimulatedBlueZError)
+    {
         guard let name = adapter?.name ?? core.adapterList().first?.name else {
             throw SimulatedBlueZError(.notFound, "there is no adapter")
         }
@@ -256,17 +266,22 @@ public final class SimulatedBlueZ: Sendable {
     }
 
     /// Breaks property `name` of `interface` at object `path` until cleared; see ``SimulatedPropertyOverride``.
-    public func overrideProperty(_ name: String, of interface: String, at path: String, with override: SimulatedPropertyOverride) {
+    public func overrideProperty(
+        _ name: String, of interface: String, at path: String, with override: SimulatedPropertyOverride
+    ) {
         core.overrideProperty(PropertyKey(path: path, interface: interface, name: name), override)
     }
 
     /// Breaks property `name` of `org.bluez.Adapter1` on `adapter`; see ``SimulatedPropertyOverride``.
-    public func overrideProperty(_ name: String, on adapter: SimulatedAdapter, with override: SimulatedPropertyOverride) {
+    public func overrideProperty(_ name: String, on adapter: SimulatedAdapter, with override: SimulatedPropertyOverride)
+    {
         overrideProperty(name, of: "org.bluez.Adapter1", at: adapter.objectPath, with: override)
     }
 
     /// Breaks property `name` of the `org.bluez.Device1` bluetoothd keeps for `peripheral` (once added).
-    public func overrideProperty(_ name: String, on peripheral: SimulatedPeripheral, with override: SimulatedPropertyOverride) {
+    public func overrideProperty(
+        _ name: String, on peripheral: SimulatedPeripheral, with override: SimulatedPropertyOverride
+    ) {
         guard let path = peripheral.devicePath else { return }
         overrideProperty(name, of: "org.bluez.Device1", at: path, with: override)
     }

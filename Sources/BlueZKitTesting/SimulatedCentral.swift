@@ -108,7 +108,9 @@ public final class SimulatedCentral: Sendable {
     ///   ``SimulatedATTError/readNotPermitted`` when its flags do not allow reads,
     ///   else the application's error mapped as bluetoothd maps it (``SimulatedATTError/unlikelyError``
     ///   for a reply that is not `ay`).
-    public func read(serviceUUID: String, characteristicUUID: String, offset: UInt16 = 0) async throws(SimulatedATTError) -> [UInt8] {
+    public func read(serviceUUID: String, characteristicUUID: String, offset: UInt16 = 0)
+        async throws(SimulatedATTError) -> [UInt8]
+    {
         let target = try target(serviceUUID, characteristicUUID)
         guard target.has(anyOf: Self.readFlags) else { throw .readNotPermitted }
         let reply: [DBusValue]
@@ -155,7 +157,9 @@ public final class SimulatedCentral: Sendable {
     ///
     /// - Throws: ``SimulatedATTError/invalidHandle`` when no registered application has the
     ///   characteristic; error `0xFD` (CCC improperly configured) when it cannot notify or indicate.
-    public func subscribe(serviceUUID: String, characteristicUUID: String) async throws(SimulatedATTError) -> AsyncStream<[UInt8]> {
+    public func subscribe(serviceUUID: String, characteristicUUID: String) async throws(SimulatedATTError)
+        -> AsyncStream<[UInt8]>
+    {
         let target = try target(serviceUUID, characteristicUUID)
         guard target.has(anyOf: Self.notifyFlags) else { throw SimulatedATTError(code: 0xFD) }
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
@@ -165,7 +169,8 @@ public final class SimulatedCentral: Sendable {
         let owner: DBusSubscription
         do {
             signals = try await target.connection.subscribe(rule) { message in
-                guard let change = message.propertiesChange(), change.interface == Self.characteristicInterface.rawValue,
+                guard let change = message.propertiesChange(),
+                    change.interface == Self.characteristicInterface.rawValue,
                     let value = change.changed["Value"]?.bytesValue
                 else { return }
                 continuation.yield(value)
@@ -187,7 +192,8 @@ public final class SimulatedCentral: Sendable {
         }
         _ = core?.changeNotifyCount(target.key, by: 1)
         _ = try? await target.connection.call(
-            destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StartNotify")
+            destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StartNotify"
+        )
         return stream
     }
 
@@ -208,9 +214,13 @@ public final class SimulatedCentral: Sendable {
 
     private var core: SimulatorCore? { coreReference.withLock { $0.core } }
 
-    private func target(_ serviceUUID: String, _ characteristicUUID: String) throws(SimulatedATTError) -> SimulatorCore.CentralTarget {
+    private func target(_ serviceUUID: String, _ characteristicUUID: String) throws(SimulatedATTError)
+        -> SimulatorCore.CentralTarget
+    {
         guard isConnected else { throw .unlikelyError }
-        guard let target = core?.centralTarget(adapter: adapter.name, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID)
+        guard
+            let target = core?.centralTarget(
+                adapter: adapter.name, serviceUUID: serviceUUID, characteristicUUID: characteristicUUID)
         else { throw .invalidHandle }
         return target
     }

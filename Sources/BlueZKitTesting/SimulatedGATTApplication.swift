@@ -52,7 +52,8 @@ public struct SimulatedGATTApplication: Sendable, Hashable {
 
     /// The characteristic `characteristicUUID` of the service `serviceUUID` (16-, 32- or 128-bit forms), if registered.
     public func characteristic(serviceUUID: String, characteristicUUID: String) -> Characteristic? {
-        guard let service = BluetoothText.uuid(serviceUUID), let characteristic = BluetoothText.uuid(characteristicUUID) else {
+        guard let service = BluetoothText.uuid(serviceUUID), let characteristic = BluetoothText.uuid(characteristicUUID)
+        else {
             return nil
         }
         return services.first { $0.uuid == service && $0.characteristics.contains { $0.uuid == characteristic } }?

@@ -2,8 +2,12 @@ internal import DBus
 
 /// `org.bluez.Adapter1`: its methods, its writable properties and powering.
 extension SimulatorCore {
-    func handleAdapterCall(_ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]) {
-        guard let adapter = adapter(at: path) else { return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue)) }
+    func handleAdapterCall(
+        _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]
+    ) {
+        guard let adapter = adapter(at: path) else {
+            return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
+        }
         let sender = invocation.sender?.rawValue ?? ""
         if member == "GetDiscoveryFilters" { return reply(invocation, [.stringArray(DiscoveryFilter.keys)]) }
         if member == "RemoveDevice" { return removeDeviceCall(invocation, adapter, arguments.first?.objectPathValue) }
@@ -79,7 +83,8 @@ extension SimulatorCore {
 
     // MARK: Properties
 
-    func setAdapterProperty(_ invocation: DBusMethodInvocation, _ path: ObjectPath, _ name: String, _ value: DBusValue) {
+    func setAdapterProperty(_ invocation: DBusMethodInvocation, _ path: ObjectPath, _ name: String, _ value: DBusValue)
+    {
         guard let adapter = adapter(at: path) else { return }
         switch name {
         case "Powered":
@@ -101,7 +106,11 @@ extension SimulatorCore {
             reply(invocation)
             let seconds = value.uint32Value ?? 0
             updateAdapter(adapter.name) { adapter in
-                if name == "PairableTimeout" { adapter.pairableTimeout = seconds } else { adapter.discoverableTimeout = seconds }
+                if name == "PairableTimeout" {
+                    adapter.pairableTimeout = seconds
+                } else {
+                    adapter.discoverableTimeout = seconds
+                }
             }
             propertiesChanged(path, Self.adapterInterface, [name])
         default:
@@ -109,7 +118,9 @@ extension SimulatorCore {
         }
     }
 
-    private func setAdapterFlag(_ adapter: String, _ property: String, _ value: Bool, _ apply: (inout AdapterState, Bool) -> Void) {
+    private func setAdapterFlag(
+        _ adapter: String, _ property: String, _ value: Bool, _ apply: (inout AdapterState, Bool) -> Void
+    ) {
         guard let state = adapters[adapter] else { return }
         let current = property == "Discoverable" ? state.discoverable : state.pairable
         guard current != value else { return }

@@ -29,9 +29,13 @@ extension SimulatorCore {
     func handleAdvertisingManagerCall(
         _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]
     ) {
-        guard let adapter = adapter(at: path) else { return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue)) }
+        guard let adapter = adapter(at: path) else {
+            return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
+        }
         let sender = invocation.sender?.rawValue ?? ""
-        guard let object = arguments.first?.objectPathValue else { return reply(invocation, error: BlueZErrors.invalidArguments()) }
+        guard let object = arguments.first?.objectPathValue else {
+            return reply(invocation, error: BlueZErrors.invalidArguments())
+        }
         let index = advertisements.firstIndex { $0.adapter == adapter.name && $0.owner == sender && $0.path == object }
         switch member {
         case "RegisterAdvertisement":
@@ -42,13 +46,15 @@ extension SimulatorCore {
             guard advertisements.filter({ $0.adapter == adapter.name }).count < Self.maximumAdvertisements else {
                 return reply(invocation, error: BlueZErrors.notPermitted("Maximum advertisements reached"))
             }
-            let registration = AdvertisementRegistration(id: makeAttemptID(), adapter: adapter.name, owner: sender, path: object)
+            let registration = AdvertisementRegistration(
+                id: makeAttemptID(), adapter: adapter.name, owner: sender, path: object)
             advertisements.append(registration)
             readAdvertisement(registration, from: owner, on: connection, replyTo: invocation)
         case "UnregisterAdvertisement":
             guard let index else { return reply(invocation, error: BlueZErrors.doesNotExist) }
             advertisements.remove(at: index)
-            propertiesChanged(adapter.path, Self.advertisingManagerInterface, ["SupportedInstances", "ActiveInstances"])
+            propertiesChanged(
+                adapter.path, Self.advertisingManagerInterface, ["SupportedInstances", "ActiveInstances"])
             reply(invocation)
             refreshAdvertisingMirrors(adapter.name)
         default:
@@ -74,7 +80,8 @@ extension SimulatorCore {
     }
 
     private func finishAdvertisement(
-        _ registration: AdvertisementRegistration, _ properties: [String: DBusValue]?, _ invocation: DBusMethodInvocation
+        _ registration: AdvertisementRegistration, _ properties: [String: DBusValue]?,
+        _ invocation: DBusMethodInvocation
     ) {
         let index = advertisements.firstIndex {
             $0.adapter == registration.adapter && $0.owner == registration.owner && $0.path == registration.path
@@ -84,7 +91,9 @@ extension SimulatorCore {
             return reply(invocation, error: BlueZErrors.failed("Failed to complete registration"))
         }
         guard let properties else { return hold(invocation) }
-        guard let advertisement = AdvertisementParser.parse(properties, owner: registration.owner, path: registration.path),
+        guard
+            let advertisement = AdvertisementParser.parse(
+                properties, owner: registration.owner, path: registration.path),
             advertisement.dataLength <= advertisement.maximumDataLength(adapterDiscoverable: adapter.discoverable)
         else {
             advertisements.remove(at: index)
@@ -104,7 +113,9 @@ extension SimulatorCore {
         guard let index = advertisements.firstIndex(where: { $0.id == id }), let connection else { return }
         let registration = advertisements.remove(at: index)
         sendRelease(registration, on: connection)
-        propertiesChanged(Self.adapterPath(registration.adapter), Self.advertisingManagerInterface, ["SupportedInstances", "ActiveInstances"])
+        propertiesChanged(
+            Self.adapterPath(registration.adapter), Self.advertisingManagerInterface,
+            ["SupportedInstances", "ActiveInstances"])
         refreshAdvertisingMirrors(registration.adapter)
     }
 
@@ -122,7 +133,8 @@ extension SimulatorCore {
         let gone = advertisements.filter { $0.owner == owner }
         advertisements.removeAll { $0.owner == owner }
         for adapter in Set(gone.map(\.adapter)).sorted() {
-            propertiesChanged(Self.adapterPath(adapter), Self.advertisingManagerInterface, ["SupportedInstances", "ActiveInstances"])
+            propertiesChanged(
+                Self.adapterPath(adapter), Self.advertisingManagerInterface, ["SupportedInstances", "ActiveInstances"])
             refreshAdvertisingMirrors(adapter)
         }
     }

@@ -18,7 +18,8 @@ extension SimulatorCore {
                 }
                 continue
             }
-            let mirror = advertisingMirrors[key] ?? SimulatedPeripheral(address: adapter.address, includesStandardServices: true)
+            let mirror =
+                advertisingMirrors[key] ?? SimulatedPeripheral(address: adapter.address, includesStandardServices: true)
             mirror.advertisement.withLock { Self.merge(registered, from: adapter, into: &$0) }
             if advertisingMirrors[key] == nil {
                 guard attach(mirror, adapter: target) == nil else { continue }
@@ -34,7 +35,9 @@ extension SimulatorCore {
     func dropAdvertisingMirrors(_ adapter: String) {
         for key in advertisingMirrors.keys.sorted() {
             let parts = key.split(separator: ">").map(String.init)
-            guard parts.first == adapter || parts.last == adapter, let mirror = advertisingMirrors[key] else { continue }
+            guard parts.first == adapter || parts.last == adapter, let mirror = advertisingMirrors[key] else {
+                continue
+            }
             if parts.first == adapter, mirror.isInRange {
                 mirror.attachment.withLock { $0.isInRange = false }
                 rangeChanged(mirror)
@@ -45,7 +48,8 @@ extension SimulatorCore {
     /// The advertising data on the air for `registered` advertisements of `adapter`, merged as a
     /// scanner that receives every instance merges them into one device.
     private static func merge(
-        _ registered: [SimulatedAdvertisement], from adapter: AdapterState, into advertisement: inout SimulatedPeripheral.Advertisement
+        _ registered: [SimulatedAdvertisement], from adapter: AdapterState,
+        into advertisement: inout SimulatedPeripheral.Advertisement
     ) {
         var uuids: [String] = []
         var manufacturerData: [UInt16: [UInt8]] = [:]
@@ -63,7 +67,9 @@ extension SimulatorCore {
             let peripheral = item.type == "peripheral"
             connectable = connectable || peripheral
             // bluetoothd's Discoverable flag, or the kernel's for a peripheral while the adapter is discoverable.
-            discoverable = discoverable || item.discoverable == true || (peripheral && item.discoverable == nil && adapter.discoverable)
+            discoverable =
+                discoverable || item.discoverable == true
+                || (peripheral && item.discoverable == nil && adapter.discoverable)
         }
         advertisement.name = name
         advertisement.serviceUUIDs = uuids

@@ -9,7 +9,9 @@ extension SimulatorCore {
         devices[path] = device
     }
 
-    func handleDeviceCall(_ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, extraDelay: Duration) {
+    func handleDeviceCall(
+        _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, extraDelay: Duration
+    ) {
         guard devices[path] != nil else { return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue)) }
         switch member {
         case "Connect": connectCall(invocation, path, extraDelay: extraDelay)
@@ -30,7 +32,9 @@ extension SimulatorCore {
         case "Alias":
             let alias = value.stringValue ?? ""
             updateDevice(path) { $0.alias = alias.isEmpty ? nil : alias }
-            if devices[path]?.effectiveAlias != device.effectiveAlias { propertiesChanged(path, Self.deviceInterface, ["Alias"]) }
+            if devices[path]?.effectiveAlias != device.effectiveAlias {
+                propertiesChanged(path, Self.deviceInterface, ["Alias"])
+            }
         case "Trusted":
             let trusted = value.boolValue ?? false
             updateDevice(path) { $0.trusted = trusted }
@@ -54,7 +58,9 @@ extension SimulatorCore {
         if device.bonded { return reply(invocation, error: BlueZErrors.alreadyExists) }
         let attempt = makeAttemptID()
         let connectsFirst = !device.connected
-        updateDevice(path) { $0.bonding = .init(invocation: invocation, attempt: attempt, connectsFirst: connectsFirst) }
+        updateDevice(path) {
+            $0.bonding = .init(invocation: invocation, attempt: attempt, connectsFirst: connectsFirst)
+        }
         let delay = options.timing.pairing + extraDelay
         if connectsFirst {
             if !device.isConnecting { beginConnectAttempt(path, invocation: nil, delay: delay) }
@@ -65,7 +71,8 @@ extension SimulatorCore {
 
     /// Pairs a connected device just-works (there is no agent yet): `Paired` and `Bonded` turn true.
     func completePairing(_ path: ObjectPath, attempt: Int) {
-        guard let device = devices[path], let bonding = device.bonding, bonding.attempt == attempt, device.connected else {
+        guard let device = devices[path], let bonding = device.bonding, bonding.attempt == attempt, device.connected
+        else {
             return
         }
         markPaired(path)

@@ -37,7 +37,9 @@ extension SimulatorCore {
     }
 
     /// Ends one client's session; the last one stops the scan.
-    func stopDiscovery(_ name: String, client owner: String, replyTo invocation: DBusMethodInvocation?, forget: Bool = false) {
+    func stopDiscovery(
+        _ name: String, client owner: String, replyTo invocation: DBusMethodInvocation?, forget: Bool = false
+    ) {
         updateAdapter(name) { adapter in
             guard let index = adapter.clients.firstIndex(where: { $0.owner == owner }) else { return }
             if forget || adapter.clients[index].filter == nil {
@@ -57,11 +59,14 @@ extension SimulatorCore {
 
     /// A client left the bus: its sessions stop and its filters go (`discovery_disconnect`).
     func clientLeft(_ owner: String) {
-        for name in adapters.keys.sorted() where adapters[name]?.clients.contains(where: { $0.owner == owner }) == true {
+        for name in adapters.keys.sorted() where adapters[name]?.clients.contains(where: { $0.owner == owner }) == true
+        {
             stopDiscovery(name, client: owner, replyTo: nil, forget: true)
         }
         for path in gattObjects.keys.sorted() {
-            guard case .characteristic(let node) = gattObjects[path], node.notifyClients.contains(owner) else { continue }
+            guard case .characteristic(let node) = gattObjects[path], node.notifyClients.contains(owner) else {
+                continue
+            }
             removeNotifySession(path, owner: owner)
         }
         agents[owner] = nil
@@ -151,7 +156,8 @@ extension SimulatorCore {
             return filter.uuids.contains(where: uuids.contains)
         }
         guard discoverable, !adapter.filteredDiscovery || matches else { return }
-        applyAdvertisement(ad, uuids: uuids, to: path, threshold: adapter.filteredDiscovery ? 0 : 8,
+        applyAdvertisement(
+            ad, uuids: uuids, to: path, threshold: adapter.filteredDiscovery ? 0 : 8,
             duplicates: sessions.contains { $0.filter?.duplicateData == true })
         updateAdapter(name) { adapter in
             if !adapter.discoveryFound.contains(path) { adapter.discoveryFound.append(path) }

@@ -67,7 +67,9 @@ extension SimulatorCore {
         return methodSignatures[interface]?[member]
     }
 
-    private func route(_ invocation: DBusMethodInvocation, _ method: SimulatedMethod, _ path: ObjectPath, extraDelay: Duration) {
+    private func route(
+        _ invocation: DBusMethodInvocation, _ method: SimulatedMethod, _ path: ObjectPath, extraDelay: Duration
+    ) {
         let arguments = (try? invocation.arguments()) ?? []
         switch (method.interface, method.member) {
         case (Self.objectManagerInterface.rawValue, _):
@@ -145,12 +147,17 @@ extension SimulatorCore {
         }
     }
 
-    private func handleAgentManagerCall(_ invocation: DBusMethodInvocation, _ member: String, _ arguments: [DBusValue]) {
+    private func handleAgentManagerCall(_ invocation: DBusMethodInvocation, _ member: String, _ arguments: [DBusValue])
+    {
         let sender = invocation.sender?.rawValue ?? ""
         switch member {
         case "RegisterAgent":
-            guard let path = arguments.first?.objectPathValue else { return reply(invocation, error: BlueZErrors.invalidArguments()) }
-            let capabilities = ["", "DisplayOnly", "DisplayYesNo", "KeyboardOnly", "NoInputNoOutput", "KeyboardDisplay"]
+            guard let path = arguments.first?.objectPathValue else {
+                return reply(invocation, error: BlueZErrors.invalidArguments())
+            }
+            let capabilities = [
+                "", "DisplayOnly", "DisplayYesNo", "KeyboardOnly", "NoInputNoOutput", "KeyboardDisplay",
+            ]
             guard capabilities.contains(arguments[1].stringValue ?? "?") else {
                 return reply(invocation, error: BlueZErrors.invalidArguments())
             }

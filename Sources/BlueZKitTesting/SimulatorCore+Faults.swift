@@ -4,7 +4,10 @@ internal import DBus
 extension SimulatorCore {
     /// The next fault for a call of `method` at `path`, counted down.
     func takeFault(for method: SimulatedMethod, at path: ObjectPath) -> SimulatedFault? {
-        guard let index = faults.firstIndex(where: { $0.method == method && ($0.path == nil || $0.path == path.rawValue) }) else {
+        guard
+            let index = faults.firstIndex(where: { $0.method == method && ($0.path == nil || $0.path == path.rawValue) }
+            )
+        else {
             return nil
         }
         let fault = faults[index].fault
@@ -54,7 +57,9 @@ extension SimulatorCore {
     // MARK: Adapters coming and going
 
     /// Adds an adapter (hot-plug): `InterfacesAdded` for it, then for the bonded devices bluetoothd reloads.
-    func addAdapter(name: String, address: String, configuration: SimulatedAdapter.Configuration) -> SimulatedBlueZError? {
+    func addAdapter(name: String, address: String, configuration: SimulatedAdapter.Configuration)
+        -> SimulatedBlueZError?
+    {
         run {
             guard adapters[name] == nil, !adapters.values.contains(where: { $0.address == address }) else {
                 return SimulatedBlueZError(.alreadyExists, "an adapter \(name) or \(address) exists")
@@ -86,8 +91,10 @@ extension SimulatorCore {
     /// Every adapter present, by index.
     func adapterList() -> [(name: String, address: String)] {
         run {
-            adapters.values.sorted { $0.name.count < $1.name.count || ($0.name.count == $1.name.count && $0.name < $1.name) }
-                .map { ($0.name, $0.address) }
+            adapters.values.sorted {
+                $0.name.count < $1.name.count || ($0.name.count == $1.name.count && $0.name < $1.name)
+            }
+            .map { ($0.name, $0.address) }
         }
     }
 

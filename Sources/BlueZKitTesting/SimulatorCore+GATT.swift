@@ -4,7 +4,9 @@ import Synchronization
 /// `GattCharacteristic1` and `GattDescriptor1` of remote devices (`src/gatt-client.c`), served by the
 /// simulated peripheral's GATT database.
 extension SimulatorCore {
-    func handleGATTCall(_ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]) {
+    func handleGATTCall(
+        _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]
+    ) {
         guard let node = gattObjects[path], let device = devices[node.device] else {
             return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
         }
@@ -30,13 +32,17 @@ extension SimulatorCore {
             case (_, "ReadValue"):
                 read(invocation, node, device: device, offset: options.offset)
             case (.characteristic(let characteristic), "WriteValue"):
-                writeCharacteristic(invocation, characteristic, arguments.first?.bytesValue ?? [], options, device: device)
+                writeCharacteristic(
+                    invocation, characteristic, arguments.first?.bytesValue ?? [], options, device: device)
             case (.descriptor(let descriptor), "WriteValue"):
                 if descriptor.kind == .clientConfiguration {
                     return reply(invocation, error: BlueZErrors.notPermitted("Write not permitted"))
                 }
-                let request = SimulatedWriteRequest(value: arguments.first?.bytesValue ?? [], offset: options.offset, kind: .request)
-                let result = serveWrite(descriptor.object.writeHandler, descriptor.object.storage, descriptor.flags, request, device: device)
+                let request = SimulatedWriteRequest(
+                    value: arguments.first?.bytesValue ?? [], offset: options.offset, kind: .request)
+                let result = serveWrite(
+                    descriptor.object.writeHandler, descriptor.object.storage, descriptor.flags, request, device: device
+                )
                 finishWrite(invocation, result)
             default:
                 reply(invocation, error: BlueZErrors.notSupported)
@@ -71,13 +77,16 @@ extension SimulatorCore {
         let result: Result<[UInt8], SimulatedATTError>
         switch node {
         case .characteristic(let characteristic):
-            result = serveRead(characteristic.object.readHandler, characteristic.object.storage, characteristic.flags, offset, device: device)
+            result = serveRead(
+                characteristic.object.readHandler, characteristic.object.storage, characteristic.flags, offset,
+                device: device)
         case .descriptor(let descriptor) where descriptor.kind == .clientConfiguration:
             let value = devices[device.path]?.clientConfigurations[descriptor.characteristicValueHandle] ?? 0
             let bytes: [UInt8] = [UInt8(value & 0xff), UInt8(value >> 8)]
             result = offset > bytes.count ? .failure(.invalidOffset) : .success(Array(bytes[offset...]))
         case .descriptor(let descriptor):
-            result = serveRead(descriptor.object.readHandler, descriptor.object.storage, descriptor.flags, offset, device: device)
+            result = serveRead(
+                descriptor.object.readHandler, descriptor.object.storage, descriptor.flags, offset, device: device)
         case .service:
             result = .failure(.requestNotSupported)
         }
@@ -91,7 +100,8 @@ extension SimulatorCore {
     }
 
     private func serveRead(
-        _ handler: SimulatedCharacteristic.ReadHandler?, _ storage: borrowing Mutex<[UInt8]>, _ flags: AttributeFlags, _ offset: Int,
+        _ handler: SimulatedCharacteristic.ReadHandler?, _ storage: borrowing Mutex<[UInt8]>, _ flags: AttributeFlags,
+        _ offset: Int,
         device: DeviceState
     ) -> Result<[UInt8], SimulatedATTError> {
         guard flags.readable else { return .failure(.readNotPermitted) }

@@ -13,10 +13,16 @@ extension SimulatorCore {
         var application: SimulatedGATTApplication?
     }
 
-    func handleGattManagerCall(_ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]) {
-        guard let adapter = adapter(at: path) else { return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue)) }
+    func handleGattManagerCall(
+        _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]
+    ) {
+        guard let adapter = adapter(at: path) else {
+            return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
+        }
         let sender = invocation.sender?.rawValue ?? ""
-        guard let root = arguments.first?.objectPathValue else { return reply(invocation, error: BlueZErrors.invalidArguments()) }
+        guard let root = arguments.first?.objectPathValue else {
+            return reply(invocation, error: BlueZErrors.invalidArguments())
+        }
         let index = applications.firstIndex { $0.adapter == adapter.name && $0.owner == sender && $0.root == root }
         switch member {
         case "RegisterApplication":

@@ -76,10 +76,17 @@ extension SimulatorCore {
             let old = connection
             // bluetoothd exiting destroys each advertising manager, releasing its advertisements.
             if flushing, let old {
-                for registration in advertisements where registration.advertisement != nil { sendRelease(registration, on: old) }
+                for registration in advertisements where registration.advertisement != nil {
+                    sendRelease(registration, on: old)
+                }
             }
             connection = nil
-            return (old, adapters.values.sorted { $0.name.count < $1.name.count || ($0.name.count == $1.name.count && $0.name < $1.name) })
+            return (
+                old,
+                adapters.values.sorted {
+                    $0.name.count < $1.name.count || ($0.name.count == $1.name.count && $0.name < $1.name)
+                }
+            )
         }
         if let old {
             if flushing {

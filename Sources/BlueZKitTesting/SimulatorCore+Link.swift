@@ -167,26 +167,31 @@ extension SimulatorCore {
     private func exportGATT(_ device: ObjectPath, _ layout: GATTLayout) {
         let exportedServices = layout.services.filter { !$0.isHidden }
         let servicePaths = Dictionary(
-            exportedServices.map { ($0.handle, device.childOrRoot($0.pathElement)) }, uniquingKeysWith: { first, _ in first })
+            exportedServices.map { ($0.handle, device.childOrRoot($0.pathElement)) },
+            uniquingKeysWith: { first, _ in first })
         var exported: [ObjectPath] = []
         for service in exportedServices {
             let servicePath = servicePaths[service.handle]!
             gattObjects[servicePath] = .service(
-                .init(path: servicePath, device: device, uuid: service.uuid, isPrimary: service.isPrimary,
+                .init(
+                    path: servicePath, device: device, uuid: service.uuid, isPrimary: service.isPrimary,
                     includes: service.includes.compactMap { servicePaths[$0] }))
             interfacesAdded(servicePath, ["org.bluez.GattService1"])
             exported.append(servicePath)
             for characteristic in service.characteristics {
                 let path = servicePath.childOrRoot(characteristic.pathElement)
                 gattObjects[path] = .characteristic(
-                    .init(path: path, service: servicePath, device: device, uuid: characteristic.uuid,
-                        valueHandle: characteristic.valueHandle, flags: characteristic.flags, object: characteristic.object))
+                    .init(
+                        path: path, service: servicePath, device: device, uuid: characteristic.uuid,
+                        valueHandle: characteristic.valueHandle, flags: characteristic.flags,
+                        object: characteristic.object))
                 interfacesAdded(path, ["org.bluez.GattCharacteristic1"])
                 exported.append(path)
                 for descriptor in characteristic.descriptors {
                     let descriptorPath = path.childOrRoot(descriptor.pathElement)
                     gattObjects[descriptorPath] = .descriptor(
-                        .init(path: descriptorPath, characteristic: path, device: device, uuid: descriptor.uuid,
+                        .init(
+                            path: descriptorPath, characteristic: path, device: device, uuid: descriptor.uuid,
                             kind: descriptor.kind, flags: descriptor.flags, object: descriptor.object,
                             characteristicValueHandle: characteristic.valueHandle))
                     interfacesAdded(descriptorPath, ["org.bluez.GattDescriptor1"])

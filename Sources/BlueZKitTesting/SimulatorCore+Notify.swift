@@ -6,7 +6,9 @@ extension SimulatorCore {
 
     /// `StartNotify`: one session per client; the first one writes the CCCD and turns `Notifying` true.
     /// While disconnected the session is kept and registered on the next connection, as bluetoothd does.
-    func startNotify(_ invocation: DBusMethodInvocation, _ characteristic: GATTNode.Characteristic, sender: String, connected: Bool) {
+    func startNotify(
+        _ invocation: DBusMethodInvocation, _ characteristic: GATTNode.Characteristic, sender: String, connected: Bool
+    ) {
         guard characteristic.flags.canNotify else { return reply(invocation, error: BlueZErrors.notSupported) }
         if characteristic.notifyClients.contains(sender) { return reply(invocation) }
         updateCharacteristic(characteristic.path) { $0.notifyClients.append(sender) }
@@ -29,7 +31,8 @@ extension SimulatorCore {
     /// Registers every kept session again after a (re)connection.
     func resubscribe(_ device: ObjectPath) {
         for path in devices[device]?.gattPaths ?? [] {
-            guard case .characteristic(let characteristic) = gattObjects[path], !characteristic.notifyClients.isEmpty else {
+            guard case .characteristic(let characteristic) = gattObjects[path], !characteristic.notifyClients.isEmpty
+            else {
                 continue
             }
             enableNotifications(path)
@@ -64,7 +67,8 @@ extension SimulatorCore {
                 (state.clientConfigurations[handle] ?? 0) != 0
             else { return false }
             for path in state.gattPaths {
-                guard case .characteristic(var characteristic) = gattObjects[path], characteristic.valueHandle == handle else {
+                guard case .characteristic(var characteristic) = gattObjects[path], characteristic.valueHandle == handle
+                else {
                     continue
                 }
                 characteristic.cachedValue = value
@@ -79,7 +83,9 @@ extension SimulatorCore {
     /// Whether the central enabled notifications or indications for the value handle `handle`.
     func isSubscribed(_ peripheral: SimulatedPeripheral, handle: UInt16) -> Bool {
         run {
-            guard let device = devicePath(of: peripheral), let state = devices[device], state.connected else { return false }
+            guard let device = devicePath(of: peripheral), let state = devices[device], state.connected else {
+                return false
+            }
             return (state.clientConfigurations[handle] ?? 0) != 0
         }
     }

@@ -18,7 +18,9 @@ extension SimulatorCore {
     /// The interfaces at `path`, in the order bluetoothd registers them; empty when there is no object.
     func interfaces(at path: ObjectPath) -> [String] {
         if path == Self.bluezPath { return ["org.bluez.AgentManager1", "org.bluez.ProfileManager1"] }
-        if adapter(at: path) != nil { return [Self.adapterInterface, Self.gattManagerInterface, Self.advertisingManagerInterface] }
+        if adapter(at: path) != nil {
+            return [Self.adapterInterface, Self.gattManagerInterface, Self.advertisingManagerInterface]
+        }
         if devices[path] != nil { return [Self.deviceInterface] }
         if let node = gattObjects[path] { return [node.interface] }
         return []
@@ -31,7 +33,11 @@ extension SimulatorCore {
             switch override {
             case .missing: values[key.name] = nil
             case .wrongType:
-                if case .string = values[key.name] { values[key.name] = .int32(0x5a5a) } else { values[key.name] = .string("wrong-type") }
+                if case .string = values[key.name] {
+                    values[key.name] = .int32(0x5a5a)
+                } else {
+                    values[key.name] = .string("wrong-type")
+                }
             }
         }
         return values
@@ -41,7 +47,9 @@ extension SimulatorCore {
     func managedObjects() -> DBusValue {
         let entries = objectPaths().map { path in
             let interfaces = interfaces(at: path).compactMap { name in
-                properties(of: path, interface: name).map { DBusValue.DictionaryEntry(.string(name), .stringVariantDictionary($0)) }
+                properties(of: path, interface: name).map {
+                    DBusValue.DictionaryEntry(.string(name), .stringVariantDictionary($0))
+                }
             }
             return DBusValue.DictionaryEntry(.objectPath(path), .dictionary(key: "s", value: "a{sv}", interfaces))
         }
@@ -106,12 +114,15 @@ extension SimulatorCore {
         if !device.manufacturerData.isEmpty {
             values["ManufacturerData"] = .dictionary(
                 key: "q", value: "v",
-                device.manufacturerData.sorted { $0.key < $1.key }.map { .init(.uint16($0.key), .variant(.bytes($0.value))) })
+                device.manufacturerData.sorted { $0.key < $1.key }.map {
+                    .init(.uint16($0.key), .variant(.bytes($0.value)))
+                })
         }
         if !device.serviceData.isEmpty {
             values["ServiceData"] = .dictionary(
                 key: "s", value: "v",
-                device.serviceData.sorted { $0.key < $1.key }.map { .init(.string($0.key), .variant(.bytes($0.value))) })
+                device.serviceData.sorted { $0.key < $1.key }.map { .init(.string($0.key), .variant(.bytes($0.value))) }
+            )
         }
         return values
     }

@@ -13,7 +13,8 @@ extension SimulatorCore {
         let layout: GATTLayout
         do throws(SimulatedBlueZError) {
             layout = try GATTLayout.make(
-                services: peripheral.services, standard: peripheral.includesStandardServices, deviceName: peripheral.name)
+                services: peripheral.services, standard: peripheral.includesStandardServices,
+                deviceName: peripheral.name)
         } catch {
             return error
         }
@@ -22,7 +23,8 @@ extension SimulatorCore {
             let taken = peripheral.attachment.withLock { $0.core != nil }
             guard !taken else { return SimulatedBlueZError(.alreadyExists, "the peripheral was already added") }
             guard self.peripheral(adapter: name, address: peripheral.address) == nil else {
-                return SimulatedBlueZError(.alreadyExists, "a peripheral \(peripheral.address) is already in range of \(name)")
+                return SimulatedBlueZError(
+                    .alreadyExists, "a peripheral \(peripheral.address) is already in range of \(name)")
             }
             peripheral.attachment.withLock { attachment in
                 attachment.core = self
@@ -47,7 +49,8 @@ extension SimulatorCore {
                     to: peripheral, handle: characteristic.valueHandle, pathSuffix: characteristicPath)
                 for descriptor in characteristic.descriptors {
                     descriptor.object.link.attach(
-                        to: peripheral, handle: descriptor.handle, pathSuffix: characteristicPath + "/" + descriptor.pathElement)
+                        to: peripheral, handle: descriptor.handle,
+                        pathSuffix: characteristicPath + "/" + descriptor.pathElement)
                 }
             }
         }

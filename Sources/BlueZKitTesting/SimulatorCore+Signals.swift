@@ -58,7 +58,9 @@ extension SimulatorCore {
         guard let entry = pendingSignals.take(path) else { return }
         if !entry.added.isEmpty {
             let interfaces = entry.added.compactMap { name in
-                properties(of: path, interface: name).map { DBusValue.DictionaryEntry(.string(name), .stringVariantDictionary($0)) }
+                properties(of: path, interface: name).map {
+                    DBusValue.DictionaryEntry(.string(name), .stringVariantDictionary($0))
+                }
             }
             if !interfaces.isEmpty {
                 emitSignal(

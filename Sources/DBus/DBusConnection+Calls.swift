@@ -132,7 +132,8 @@ extension DBusConnection {
         if message.kind == .error, var error = message.error {
             if error.code == .noReply, message.sender == nil {
                 // libdbus made this reply itself: its timer fired, or the connection went away.
-                error = isOpen && dbus_connection_get_is_connected(raw) != 0
+                error =
+                    isOpen && dbus_connection_get_is_connected(raw) != 0
                     ? DBusError(.timeout, "no reply within the timeout")
                     : DBusError(.disconnected, "the connection closed before the reply")
             }

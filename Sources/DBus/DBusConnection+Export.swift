@@ -11,7 +11,7 @@ extension DBusConnection {
         async throws(DBusError)
     {
         let tracking = try await ownerTracking(for: allowedCaller)
-        try onQueue { () throws(DBusError) in
+        try onQueueThrowing { () throws(DBusError) in
             guard isOpen else { throw DBusError(.disconnected, "the connection is closed") }
             objects.objects[path] = ObjectTree.Object(
                 interfaces: interfaces, allowedCaller: allowedCaller, ownerTracking: tracking)
@@ -189,7 +189,9 @@ extension DBusConnection {
         }
         guard case .variant(let value) = args[2], value.signature == property.signature else {
             return invocation.reply(
-                error: DBusError(.invalidArgs, "\(name) takes '\(property.signature)', got '\(args[2].unwrappingVariants.signature)'"))
+                error: DBusError(
+                    .invalidArgs, "\(name) takes '\(property.signature)', got '\(args[2].unwrappingVariants.signature)'"
+                ))
         }
         do throws(DBusError) {
             try set(value)

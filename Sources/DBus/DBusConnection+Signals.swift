@@ -26,7 +26,7 @@ extension DBusConnection {
                 nameTracking?.cancel()
             }
         }
-        let isNewRule: Bool = try onQueue { () throws(DBusError) -> Bool in
+        let isNewRule: Bool = try onQueueThrowing { () throws(DBusError) -> Bool in
             guard isOpen else { throw DBusError(.disconnected, "the connection is closed") }
             let added = router.add(rule, state: .init(subscription), handler: handler)
             holder.id = added.id
@@ -83,7 +83,7 @@ extension DBusConnection {
                 destination: .bus, path: Self.busPath, interface: .bus, member: "GetNameOwner",
                 arguments: [.string(name.rawValue)])
             return reply.first?.stringValue.map(BusName.init(trusted:))
-        } catch where error.code == .nameHasNoOwner {
+        } catch  where error.code == .nameHasNoOwner {
             return nil
         }
     }
@@ -138,10 +138,12 @@ extension DBusConnection {
                 // The watch's first report (the current owner) is queued before this runs.
                 onQueue {
                     ownerWatches[name] = watch
-                    nameOwners[name]?.becomeKnown().forEach { $0.resume() }
+                    for waiter in nameOwners[name]?.becomeKnown() ?? [] { waiter.resume() }
                 }
             } catch {
-                onQueue { nameOwners[name]?.becomeKnown().forEach { $0.resume() } }
+                onQueue {
+                    for waiter in nameOwners[name]?.becomeKnown() ?? [] { waiter.resume() }
+                }
                 throw error
             }
         } else {

@@ -142,7 +142,7 @@ package final class DBusConnection: @unchecked Sendable {
     }
 
     /// Runs `body` on `queue` and waits for it; runs it directly when already there.
-    func onQueue<T>(_ body: () throws(DBusError) -> T) throws(DBusError) -> T {
+    func onQueueThrowing<T>(_ body: () throws(DBusError) -> T) throws(DBusError) -> T {
         if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return try body() }
         let result: Result<T, DBusError> = queue.sync {
             do throws(DBusError) { return .success(try body()) } catch { return .failure(error) }
@@ -186,7 +186,9 @@ package final class DBusConnection: @unchecked Sendable {
         pendingCalls.removeAll()
         objects.removeAll()
         router.removeAll()
-        for name in Array(nameOwners.keys) { nameOwners[name]?.becomeKnown().forEach { $0.resume() } }
+        for name in Array(nameOwners.keys) {
+            for waiter in nameOwners[name]?.becomeKnown() ?? [] { waiter.resume() }
+        }
         nameOwners.removeAll()
         ownerWatches.removeAll()
         removeMainLoop()

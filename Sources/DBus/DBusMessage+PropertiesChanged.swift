@@ -26,7 +26,8 @@ extension DBusMessage {
             let interface = args[0].stringValue, let changed = args[1].stringKeyedDictionary,
             let invalidated = args[2].stringArrayValue
         else { return nil }
-        return PropertiesChange(interface: interface, changed: changed.mapValues(\.unwrappingVariants), invalidated: invalidated)
+        return PropertiesChange(
+            interface: interface, changed: changed.mapValues(\.unwrappingVariants), invalidated: invalidated)
     }
 
     /// The fast path for the hottest message on a BLE central: a `PropertiesChanged`

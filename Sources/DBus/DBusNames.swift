@@ -33,7 +33,8 @@ package struct ObjectPath: Hashable, Sendable, Comparable, CustomStringConvertib
     /// True when `self` is `ancestor` or lies below it.
     package func isDescendant(of ancestor: ObjectPath) -> Bool {
         if ancestor.rawValue == "/" || ancestor == self { return true }
-        return rawValue.hasPrefix(ancestor.rawValue) && rawValue.utf8.dropFirst(ancestor.rawValue.utf8.count).first == UInt8(ascii: "/")
+        return rawValue.hasPrefix(ancestor.rawValue)
+            && rawValue.utf8.dropFirst(ancestor.rawValue.utf8.count).first == UInt8(ascii: "/")
     }
 
     /// The parent path, or nil for `/`.
@@ -139,7 +140,9 @@ enum DBusNameCheck {
 extension String {
     /// The string with control characters escaped, for error messages about hostile input.
     var debugEscaped: String {
-        let escaped = unicodeScalars.map { $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0) }.joined()
+        let escaped = unicodeScalars.map {
+            $0.properties.generalCategory == .control ? $0.escaped(asASCII: true) : String($0)
+        }.joined()
         return escaped.count > 200 ? String(escaped.prefix(200)) + "…" : escaped
     }
 }

@@ -72,7 +72,7 @@ package final class PrivateBusDaemon: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
         let arguments = [executable, "--nofork", "--nopidfile", "--print-address=1", "--config-file=\(config.path)"]
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
-        defer { argv.forEach { free($0) } }
+        defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
         let spawned = posix_spawn(&pid, executable, &actions, nil, &argv, environ)
         close(pipeFDs[1])

@@ -33,7 +33,10 @@ struct SignalRouter {
         let rule: DBusMatchRule
         let state: DBusSubscriptionState
         let handler: @Sendable (DBusMessage) -> Void
-        init(id: UInt64, rule: DBusMatchRule, state: DBusSubscriptionState, handler: @escaping @Sendable (DBusMessage) -> Void) {
+        init(
+            id: UInt64, rule: DBusMatchRule, state: DBusSubscriptionState,
+            handler: @escaping @Sendable (DBusMessage) -> Void
+        ) {
             self.id = id
             self.rule = rule
             self.state = state

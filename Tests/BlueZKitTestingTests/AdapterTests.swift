@@ -64,7 +64,8 @@ import Testing
         let noInterface = await rig.client.error(adapterPath, properties, "GetAll", [.string("org.bluez.Nope")])
         #expect(noInterface?.name == "org.freedesktop.DBus.Error.InvalidArgs")
         #expect(noInterface?.message == "No such interface 'org.bluez.Nope'")
-        let noProperty = await rig.client.error(adapterPath, properties, "Get", [.string(adapterInterface), .string("Nope")])
+        let noProperty = await rig.client.error(
+            adapterPath, properties, "Get", [.string(adapterInterface), .string("Nope")])
         #expect(noProperty?.message == "No such property 'Nope'")
     }
 

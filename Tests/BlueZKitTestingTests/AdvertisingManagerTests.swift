@@ -12,15 +12,20 @@ import Testing
     @Test func registerAdvertisementReadsItsPropertiesBeforeReplying() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }
-        #expect(try await rig.client.properties(adapterPath, Self.manager) == [
-            "ActiveInstances": .byte(0), "SupportedInstances": .byte(5),
-            "SupportedIncludes": .stringArray(["tx-power", "appearance", "local-name"]),
-        ])
-        let advertisement = try await TestAdvertisement(address: rig.bluez.busAddress, properties: [
-            "Type": .string("peripheral"), "ServiceUUIDs": .stringArray(["180D"]), "LocalName": .string("Pulse"),
-            "ManufacturerData": Self.manufacturer(2), "ServiceData": .dictionary(key: "s", value: "v", [.init(.string("180D"), .variant(.bytes([1])))]),
-            "Includes": .stringArray(["tx-power", "rsi"]), "Appearance": .uint16(0x0341), "Discoverable": .bool(true),
-        ])
+        #expect(
+            try await rig.client.properties(adapterPath, Self.manager) == [
+                "ActiveInstances": .byte(0), "SupportedInstances": .byte(5),
+                "SupportedIncludes": .stringArray(["tx-power", "appearance", "local-name"]),
+            ])
+        let advertisement = try await TestAdvertisement(
+            address: rig.bluez.busAddress,
+            properties: [
+                "Type": .string("peripheral"), "ServiceUUIDs": .stringArray(["180D"]), "LocalName": .string("Pulse"),
+                "ManufacturerData": Self.manufacturer(2),
+                "ServiceData": .dictionary(key: "s", value: "v", [.init(.string("180D"), .variant(.bytes([1])))]),
+                "Includes": .stringArray(["tx-power", "rsi"]), "Appearance": .uint16(0x0341),
+                "Discoverable": .bool(true),
+            ])
         defer { advertisement.close() }
         #expect(await advertisement.call("RegisterAdvertisement") == nil)
         let registered = try #require(rig.bluez.adapters[0].registeredAdvertisements.first)
@@ -54,13 +59,38 @@ import Testing
             ("bad type", ["Type": .string("central")], false),
             ("type not a string", ["Type": .uint16(1)], false),
             ("bad UUID", ["Type": .string("peripheral"), "ServiceUUIDs": .stringArray(["xyz"])], false),
-            ("name twice", ["Type": .string("peripheral"), "LocalName": .string("A"), "Includes": .stringArray(["local-name"])], false),
+            (
+                "name twice",
+                ["Type": .string("peripheral"), "LocalName": .string("A"), "Includes": .stringArray(["local-name"])],
+                false
+            ),
             ("discoverable broadcast", ["Type": .string("broadcast"), "Discoverable": .bool(true)], false),
-            ("two 128-bit UUIDs", ["Type": .string("peripheral"), "ServiceUUIDs": .stringArray([long, long.uppercased()])], false),
+            (
+                "two 128-bit UUIDs",
+                ["Type": .string("peripheral"), "ServiceUUIDs": .stringArray([long, long.uppercased()])], false
+            ),
             ("31 bytes", ["Type": .string("broadcast"), "ManufacturerData": Self.manufacturer(27)], true),
-            ("31 bytes and flags", ["Type": .string("peripheral"), "ManufacturerData": Self.manufacturer(27), "Discoverable": .bool(true)], false),
-            ("28 bytes and flags", ["Type": .string("peripheral"), "ManufacturerData": Self.manufacturer(21), "Discoverable": .bool(true)], true),
-            ("tx power included", ["Type": .string("broadcast"), "ManufacturerData": Self.manufacturer(25), "Includes": .stringArray(["tx-power"])], false),
+            (
+                "31 bytes and flags",
+                [
+                    "Type": .string("peripheral"), "ManufacturerData": Self.manufacturer(27),
+                    "Discoverable": .bool(true),
+                ], false
+            ),
+            (
+                "28 bytes and flags",
+                [
+                    "Type": .string("peripheral"), "ManufacturerData": Self.manufacturer(21),
+                    "Discoverable": .bool(true),
+                ], true
+            ),
+            (
+                "tx power included",
+                [
+                    "Type": .string("broadcast"), "ManufacturerData": Self.manufacturer(25),
+                    "Includes": .stringArray(["tx-power"]),
+                ], false
+            ),
         ]
         for (name, properties, fits) in cases {
             let advertisement = try await TestAdvertisement(address: rig.bluez.busAddress, properties: properties)
@@ -81,12 +111,14 @@ import Testing
         let rig = try await Rig.start(adapters: [.init(), .init()])
         defer { rig.stop() }
         let second = rig.bluez.adapters[1]
-        let advertisement = try await TestAdvertisement(address: rig.bluez.busAddress, properties: ["Type": .string("peripheral")])
+        let advertisement = try await TestAdvertisement(
+            address: rig.bluez.busAddress, properties: ["Type": .string("peripheral")])
         defer { advertisement.close() }
         #expect(await advertisement.call("RegisterAdvertisement", adapter: second.objectPath) == nil)
         rig.bluez.removeAdapter(second)
         try await waitUntil("Release is called") { advertisement.releaseCount == 1 }
-        let leaving = try await TestAdvertisement(address: rig.bluez.busAddress, properties: ["Type": .string("peripheral")])
+        let leaving = try await TestAdvertisement(
+            address: rig.bluez.busAddress, properties: ["Type": .string("peripheral")])
         #expect(await leaving.call("RegisterAdvertisement") == nil)
         let first = rig.bluez.adapters[0]
         #expect(first.registeredAdvertisements.count == 1)
@@ -100,9 +132,11 @@ import Testing
         defer { rig.stop() }
         let adapter = rig.bluez.adapters[0]
         let expiring = try await TestAdvertisement(
-            address: rig.bluez.busAddress, path: "/expiring", properties: ["Type": .string("peripheral"), "Timeout": .uint16(1)])
+            address: rig.bluez.busAddress, path: "/expiring",
+            properties: ["Type": .string("peripheral"), "Timeout": .uint16(1)])
         defer { expiring.close() }
-        let lasting = try await TestAdvertisement(address: rig.bluez.busAddress, properties: ["Type": .string("peripheral")])
+        let lasting = try await TestAdvertisement(
+            address: rig.bluez.busAddress, properties: ["Type": .string("peripheral")])
         defer { lasting.close() }
         #expect(await expiring.call("RegisterAdvertisement") == nil)
         // Its Timeout was read (unless a loaded machine took the whole second to get here).
@@ -123,19 +157,25 @@ import Testing
         defer { rig.stop() }
         let advertiser = rig.bluez.adapters[0]
         let scanner = rig.bluez.adapters[1]
-        let advertisement = try await TestAdvertisement(address: rig.bluez.busAddress, properties: [
-            "Type": .string("peripheral"), "ServiceUUIDs": .stringArray(["180D"]), "LocalName": .string("Pulse"),
-            "ManufacturerData": Self.manufacturer(2), "Discoverable": .bool(true),
-        ])
+        let advertisement = try await TestAdvertisement(
+            address: rig.bluez.busAddress,
+            properties: [
+                "Type": .string("peripheral"), "ServiceUUIDs": .stringArray(["180D"]), "LocalName": .string("Pulse"),
+                "ManufacturerData": Self.manufacturer(2), "Discoverable": .bool(true),
+            ])
         defer { advertisement.close() }
         try await startDiscovery(rig.client, adapter: scanner.objectPath)
         #expect(await advertisement.call("RegisterAdvertisement") == nil)
         let device = scanner.objectPath + "/dev_" + advertiser.address.replacingOccurrences(of: ":", with: "_")
-        let found = await rig.client.signals.expect("the advertiser is found") { $0.member == "InterfacesAdded" && $0.objectPath == device }
+        let found = await rig.client.signals.expect("the advertiser is found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == device
+        }
         let properties = try #require(found?.added[deviceInterface])
         #expect(properties["Name"] == .string("Pulse"))
         #expect(properties["UUIDs"] == .stringArray([uuid16("180D")]))
-        #expect(properties["ManufacturerData"] == .dictionary(key: "q", value: "v", [.init(.uint16(0x59), .variant(.bytes([7, 7])))]))
+        #expect(
+            properties["ManufacturerData"]
+                == .dictionary(key: "q", value: "v", [.init(.uint16(0x59), .variant(.bytes([7, 7])))]))
         // The advertising adapter does not see itself.
         let objects = try await rig.client.managedObjects()
         #expect(!objects.keys.contains { $0.hasPrefix(advertiser.objectPath + "/dev_") })
@@ -144,15 +184,20 @@ import Testing
     @Test func anAdapterAddedLaterAlsoSeesTheAdvertisement() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }
-        let advertisement = try await TestAdvertisement(address: rig.bluez.busAddress, properties: [
-            "Type": .string("peripheral"), "Includes": .stringArray(["local-name"]), "Discoverable": .bool(true),
-        ])
+        let advertisement = try await TestAdvertisement(
+            address: rig.bluez.busAddress,
+            properties: [
+                "Type": .string("peripheral"), "Includes": .stringArray(["local-name"]), "Discoverable": .bool(true),
+            ])
         defer { advertisement.close() }
         #expect(await advertisement.call("RegisterAdvertisement") == nil)
         let scanner = try rig.bluez.addAdapter(.init(name: "hci1"))
         try await startDiscovery(rig.client, adapter: scanner.objectPath)
-        let device = scanner.objectPath + "/dev_" + rig.bluez.adapters[0].address.replacingOccurrences(of: ":", with: "_")
-        let found = await rig.client.signals.expect("the advertiser is found") { $0.member == "InterfacesAdded" && $0.objectPath == device }
+        let device =
+            scanner.objectPath + "/dev_" + rig.bluez.adapters[0].address.replacingOccurrences(of: ":", with: "_")
+        let found = await rig.client.signals.expect("the advertiser is found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == device
+        }
         // Includes "local-name": the kernel puts the adapter's name in the scan response.
         #expect(found?.added[deviceInterface]?["Name"] == .string("BlueZ 5.66"))
     }

@@ -27,7 +27,9 @@ final class BlueZClient: Sendable {
 
     /// Calls `member` and returns the reply message: its `serial` orders it among the signals
     /// bluetoothd sent (one connection numbers its messages in the order it sends them).
-    func reply(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue] = []) async throws -> DBusMessage {
+    func reply(_ path: String, _ interface: String, _ member: String, _ arguments: [DBusValue] = []) async throws
+        -> DBusMessage
+    {
         let message = try DBusMessage.methodCall(
             destination: "org.bluez", path: ObjectPath(path), interface: InterfaceName(interface),
             member: MemberName(member), arguments: arguments)
@@ -74,7 +76,8 @@ final class BlueZClient: Sendable {
 
     /// `Properties.Set`.
     func set(_ path: String, _ interface: String, _ name: String, _ value: DBusValue) async throws {
-        try await call(path, "org.freedesktop.DBus.Properties", "Set", [.string(interface), .string(name), .variant(value)])
+        try await call(
+            path, "org.freedesktop.DBus.Properties", "Set", [.string(interface), .string(name), .variant(value)])
     }
 
     func close() { connection.close() }

@@ -19,16 +19,25 @@ import Testing
 
     @Test func readsAndWritesCarryBlueZsOptions() async throws {
         let (rig, app, central) = try await Self.setUp()
-        defer { app.close(); rig.stop() }
+        defer {
+            app.close()
+            rig.stop()
+        }
         #expect(central.devicePath == Self.devicePath)
         app.state.withLock { $0.values[Self.characteristic] = [1, 2, 3] }
         #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A37") == [1, 2, 3])
-        let base: [String: DBusValue] = ["device": .objectPath(try ObjectPath(Self.devicePath)), "link": .string("LE"), "mtu": .uint16(185)]
+        let base: [String: DBusValue] = [
+            "device": .objectPath(try ObjectPath(Self.devicePath)), "link": .string("LE"), "mtu": .uint16(185),
+        ]
         #expect(app.calls.last == .init(member: "ReadValue", path: Self.characteristic, options: base))
         _ = try await central.read(serviceUUID: "180D", characteristicUUID: "2A37", offset: 2)
         #expect(app.calls.last?.options == base.merging(["offset": .uint16(2)]) { $1 })
         try await central.write(serviceUUID: "180D", characteristicUUID: uuid16("2A37"), value: [9, 8], offset: 1)
-        #expect(app.calls.last == .init(member: "WriteValue", path: Self.characteristic, options: base.merging(["offset": .uint16(1)]) { $1 }, value: [9, 8]))
+        #expect(
+            app.calls.last
+                == .init(
+                    member: "WriteValue", path: Self.characteristic,
+                    options: base.merging(["offset": .uint16(1)]) { $1 }, value: [9, 8]))
         try await central.write(serviceUUID: "180D", characteristicUUID: "2A37", value: [7], type: .command)
         #expect(app.calls.last == .init(member: "WriteValue", path: Self.characteristic, options: base, value: [7]))
         #expect(app.state.withLock { $0.values[Self.characteristic] } == [7])
@@ -36,7 +45,10 @@ import Testing
 
     @Test func applicationErrorsBecomeATTErrorsAsInBlueZ() async throws {
         let (rig, app, central) = try await Self.setUp()
-        defer { app.close(); rig.stop() }
+        defer {
+            app.close()
+            rig.stop()
+        }
         let cases: [(String, String, UInt8, UInt8)] = [
             ("org.bluez.Error.NotPermitted", "", 0x02, 0x03),
             ("org.bluez.Error.NotAuthorized", "", 0x08, 0x08),
@@ -69,7 +81,10 @@ import Testing
 
     @Test func flagsDecideWhatReachesTheApplication() async throws {
         let (rig, app, central) = try await Self.setUp(flags: ["write"])
-        defer { app.close(); rig.stop() }
+        defer {
+            app.close()
+            rig.stop()
+        }
         await #expect(throws: SimulatedATTError.readNotPermitted) {
             try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
         }
@@ -84,7 +99,10 @@ import Testing
 
     @Test func subscribersReceiveTheApplicationsValueChanges() async throws {
         let (rig, app, central) = try await Self.setUp()
-        defer { app.close(); rig.stop() }
+        defer {
+            app.close()
+            rig.stop()
+        }
         let other = try rig.bluez.addCentral(address: "11:22:33:44:55:77")
         let values = try await central.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
         let otherValues = try await other.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
@@ -125,14 +143,19 @@ import Testing
 
     @Test func aConnectedCentralHasADevice() async throws {
         let (rig, app, central) = try await Self.setUp()
-        defer { app.close(); rig.stop() }
+        defer {
+            app.close()
+            rig.stop()
+        }
         let device = try #require(try await rig.client.managedObjects()[Self.devicePath]?[deviceInterface])
         #expect(device["Address"] == .string("11:22:33:44:55:66"))
         #expect(device["Connected"] == .bool(true))
         #expect(central.isConnected)
         var mark = rig.client.signals.count
         await central.disconnect()
-        _ = await rig.client.signals.expect(from: mark, "Connected false") { $0.changes(Self.devicePath, deviceInterface, "Connected", to: .bool(false)) }
+        _ = await rig.client.signals.expect(from: mark, "Connected false") {
+            $0.changes(Self.devicePath, deviceInterface, "Connected", to: .bool(false))
+        }
         await #expect(throws: SimulatedATTError.unlikelyError) {
             try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
         }
@@ -142,7 +165,9 @@ import Testing
         // Disconnect from bluetoothd's side.
         mark = rig.client.signals.count
         try await rig.client.call(Self.devicePath, deviceInterface, "Disconnect")
-        _ = await rig.client.signals.expect(from: mark, "Connected false") { $0.changes(Self.devicePath, deviceInterface, "Connected", to: .bool(false)) }
+        _ = await rig.client.signals.expect(from: mark, "Connected false") {
+            $0.changes(Self.devicePath, deviceInterface, "Connected", to: .bool(false))
+        }
         #expect(!central.isConnected)
         #expect(central.connect())
         rig.bluez.adapters[0].setPowered(false)

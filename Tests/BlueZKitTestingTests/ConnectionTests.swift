@@ -20,18 +20,23 @@ import Testing
         let connected = try #require(signals.firstIndex { $0.changes(Self.path, deviceInterface, "Connected") })
         let resolved = try #require(signals.firstIndex { $0.changes(Self.path, deviceInterface, "ServicesResolved") })
         let added = signals.enumerated().filter { $0.element.member == "InterfacesAdded" }
-        #expect(added.map(\.element.objectPath) == [
-            Self.path + "/service0006", Self.path + "/service0006/char0007", Self.path + "/service0006/char0007/desc0009",
-            HeartRateSensor.heartRateService, HeartRateSensor.measurementPath, HeartRateSensor.measurementCCCD,
-            HeartRateSensor.locationPath, HeartRateSensor.controlPointPath,
-            HeartRateSensor.customService, HeartRateSensor.dataPath, HeartRateSensor.userDescriptionPath,
-            HeartRateSensor.commandPath, HeartRateSensor.secretPath, HeartRateSensor.failingPath,
-        ])
+        #expect(
+            added.map(\.element.objectPath) == [
+                Self.path + "/service0006", Self.path + "/service0006/char0007",
+                Self.path + "/service0006/char0007/desc0009",
+                HeartRateSensor.heartRateService, HeartRateSensor.measurementPath, HeartRateSensor.measurementCCCD,
+                HeartRateSensor.locationPath, HeartRateSensor.controlPointPath,
+                HeartRateSensor.customService, HeartRateSensor.dataPath, HeartRateSensor.userDescriptionPath,
+                HeartRateSensor.commandPath, HeartRateSensor.secretPath, HeartRateSensor.failingPath,
+            ])
         #expect(added.allSatisfy { $0.offset > connected && $0.offset < resolved })
         // Connected, then the reply, then the GATT objects and ServicesResolved.
         #expect(signals[connected].serial < reply.serial)
         #expect(added.allSatisfy { $0.element.serial > reply.serial })
-        #expect(signals[resolved].changed["UUIDs"]?.stringArrayValue == [uuid16("1800"), uuid16("1801"), uuid16("180d"), "0000aa00-0000-1000-8000-00805f9b34fb"])
+        #expect(
+            signals[resolved].changed["UUIDs"]?.stringArrayValue == [
+                uuid16("1800"), uuid16("1801"), uuid16("180d"), "0000aa00-0000-1000-8000-00805f9b34fb",
+            ])
 
         let objects = try await rig.client.managedObjects()
         #expect(objects[Self.path + "/service0001"] == nil, "the GAP service is claimed by bluetoothd")
@@ -97,7 +102,9 @@ import Testing
         #expect(objects[Self.path]?[deviceInterface]?["ServicesResolved"] == .bool(false))
         let mark = rig.client.signals.count
         try await rig.client.call(Self.path, deviceInterface, "Connect")
-        _ = await rig.client.signals.expect(from: mark, "resolved again") { $0.changes(Self.path, deviceInterface, "ServicesResolved", to: .bool(true)) }
+        _ = await rig.client.signals.expect(from: mark, "resolved again") {
+            $0.changes(Self.path, deviceInterface, "ServicesResolved", to: .bool(true))
+        }
         #expect(!rig.client.signals.since(mark).contains { $0.member == "InterfacesAdded" })
         objects = try await rig.client.managedObjects()
         #expect(objects[HeartRateSensor.measurementPath]?[characteristicInterface]?["MTU"] == .uint16(517))
@@ -202,14 +209,20 @@ import Testing
         defer { rig.stop() }
         let sensor = try await connectSensor(rig)
         let mark = rig.client.signals.count
-        try await rig.client.call(adapterPath, adapterInterface, "RemoveDevice", [.objectPath(try ObjectPath(Self.path))])
-        _ = await rig.client.signals.expect(from: mark, "device removed") { $0.member == "InterfacesRemoved" && $0.objectPath == Self.path }
+        try await rig.client.call(
+            adapterPath, adapterInterface, "RemoveDevice", [.objectPath(try ObjectPath(Self.path))])
+        _ = await rig.client.signals.expect(from: mark, "device removed") {
+            $0.member == "InterfacesRemoved" && $0.objectPath == Self.path
+        }
         let signals = rig.client.signals.since(mark)
-        let disconnected = try #require(signals.firstIndex { $0.changes(Self.path, deviceInterface, "Connected", to: .bool(false)) })
-        let removed = try #require(signals.firstIndex { $0.member == "InterfacesRemoved" && $0.objectPath == Self.path })
+        let disconnected = try #require(
+            signals.firstIndex { $0.changes(Self.path, deviceInterface, "Connected", to: .bool(false)) })
+        let removed = try #require(
+            signals.firstIndex { $0.member == "InterfacesRemoved" && $0.objectPath == Self.path })
         #expect(disconnected < removed)
         #expect(!sensor.peripheral.isConnected)
-        let unknown = await rig.client.error(adapterPath, adapterInterface, "RemoveDevice", [.objectPath(try ObjectPath(Self.path))])
+        let unknown = await rig.client.error(
+            adapterPath, adapterInterface, "RemoveDevice", [.objectPath(try ObjectPath(Self.path))])
         #expect(unknown?.name == "org.bluez.Error.DoesNotExist")
     }
 
@@ -240,7 +253,8 @@ import Testing
         let rig = try await Rig.start()
         defer { rig.stop() }
         let battery = SimulatedService(
-            uuid: "180F", isPrimary: false, characteristics: [SimulatedCharacteristic(uuid: "2A19", flags: ["read"], value: [90])])
+            uuid: "180F", isPrimary: false,
+            characteristics: [SimulatedCharacteristic(uuid: "2A19", flags: ["read"], value: [90])])
         let main = SimulatedService(uuid: "AA00", characteristics: [], includes: [battery])
         let peripheral = SimulatedPeripheral(
             address: "C0:FF:EE:00:00:05", services: [main, battery], includesStandardServices: false)
@@ -249,12 +263,16 @@ import Testing
         let device = "/org/bluez/hci0/dev_C0_FF_EE_00_00_05"
         _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == device }
         try await rig.client.call(device, deviceInterface, "Connect")
-        _ = await rig.client.signals.expect("resolved") { $0.changes(device, deviceInterface, "ServicesResolved", to: .bool(true)) }
+        _ = await rig.client.signals.expect("resolved") {
+            $0.changes(device, deviceInterface, "ServicesResolved", to: .bool(true))
+        }
         let objects = try await rig.client.managedObjects()
         // 0x0001 main, 0x0002 its include declaration, 0x0003 battery.
         #expect(main.objectPath == device + "/service0001")
         #expect(battery.objectPath == device + "/service0003")
-        #expect(objects[device + "/service0001"]?["org.bluez.GattService1"]?["Includes"] == .objectPathArray([try ObjectPath(device + "/service0003")]))
+        #expect(
+            objects[device + "/service0001"]?["org.bluez.GattService1"]?["Includes"]
+                == .objectPathArray([try ObjectPath(device + "/service0003")]))
         #expect(objects[device + "/service0003"]?["org.bluez.GattService1"]?["Primary"] == .bool(false))
         #expect(objects[device]?[deviceInterface]?["UUIDs"] == .stringArray([uuid16("aa00")]))
     }

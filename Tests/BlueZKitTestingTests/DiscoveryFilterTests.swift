@@ -52,7 +52,9 @@ import Testing
         defer { rig.stop() }
         let reply = try await rig.client.call(adapterPath, adapterInterface, "GetDiscoveryFilters")
         #expect(
-            reply.first?.stringArrayValue == ["UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable", "Pattern"])
+            reply.first?.stringArrayValue == [
+                "UUIDs", "RSSI", "Pathloss", "Transport", "DuplicateData", "Discoverable", "Pattern",
+            ])
     }
 
     @Test func discoveryNeedsPower() async throws {

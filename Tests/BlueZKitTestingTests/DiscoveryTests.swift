@@ -3,9 +3,12 @@ import DBus
 import Testing
 
 @Suite struct DiscoveryTests {
-    static func peripheral(_ last: String, uuids: [String], rssi: Int16 = -60, flags: UInt8 = 0x06) -> SimulatedPeripheral {
+    static func peripheral(_ last: String, uuids: [String], rssi: Int16 = -60, flags: UInt8 = 0x06)
+        -> SimulatedPeripheral
+    {
         SimulatedPeripheral(
-            address: "C0:FF:EE:00:00:" + last, name: "P" + last, rssi: rssi, serviceUUIDs: uuids, advertisingFlags: flags)
+            address: "C0:FF:EE:00:00:" + last, name: "P" + last, rssi: rssi, serviceUUIDs: uuids,
+            advertisingFlags: flags)
     }
 
     static func path(_ last: String) -> String { "/org/bluez/hci0/dev_C0_FF_EE_00_00_" + last }
@@ -31,11 +34,16 @@ import Testing
         #expect(device["Adapter"] == .objectPath(try ObjectPath(adapterPath)))
         #expect(device["RSSI"] == .int16(-55))
         #expect(device["TxPower"] == .int16(4))
-        #expect(device["ManufacturerData"] == .dictionary(key: "q", value: "v", [.init(.uint16(0x004C), .variant(.bytes([1, 2])))]))
-        #expect(device["ServiceData"] == .dictionary(key: "s", value: "v", [.init(.string(uuid16("180d")), .variant(.bytes([9])))]))
+        #expect(
+            device["ManufacturerData"]
+                == .dictionary(key: "q", value: "v", [.init(.uint16(0x004C), .variant(.bytes([1, 2])))]))
+        #expect(
+            device["ServiceData"]
+                == .dictionary(key: "s", value: "v", [.init(.string(uuid16("180d")), .variant(.bytes([9])))]))
         #expect(device["AdvertisingFlags"] == .bytes([6]))
         // The reply, then Discovering, then the devices.
-        let discovering = try #require(rig.client.signals.all.first { $0.changes(adapterPath, adapterInterface, "Discovering", to: .bool(true)) })
+        let discovering = try #require(
+            rig.client.signals.all.first { $0.changes(adapterPath, adapterInterface, "Discovering", to: .bool(true)) })
         #expect(reply.serial < discovering.serial)
         #expect(discovering.serial < (added?.serial ?? 0))
     }
@@ -45,18 +53,25 @@ import Testing
         defer { rig.stop() }
         let peripheral = Self.peripheral("01", uuids: ["180D"], rssi: -60)
         try rig.bluez.addPeripheral(peripheral)
-        try await rig.client.call(adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Transport": .string("le")])])
+        try await rig.client.call(
+            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Transport": .string("le")])])
         try await startDiscovery(rig.client)
-        _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01") }
+        _ = await rig.client.signals.expect("found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01")
+        }
         // A filtered discovery reports every advertisement, even with the same RSSI.
         var mark = rig.client.signals.count
         peripheral.advertise()
-        _ = await rig.client.signals.expect(from: mark, "same RSSI again") { $0.changes(Self.path("01"), deviceInterface, "RSSI", to: .int16(-60)) }
+        _ = await rig.client.signals.expect(from: mark, "same RSSI again") {
+            $0.changes(Self.path("01"), deviceInterface, "RSSI", to: .int16(-60))
+        }
         mark = rig.client.signals.count
         peripheral.rssi = -70
         peripheral.name = "renamed"
         peripheral.advertise()
-        let change = await rig.client.signals.expect(from: mark, "new RSSI") { $0.changes(Self.path("01"), deviceInterface, "RSSI") }
+        let change = await rig.client.signals.expect(from: mark, "new RSSI") {
+            $0.changes(Self.path("01"), deviceInterface, "RSSI")
+        }
         #expect(change?.changed["RSSI"] == .int16(-70))
         #expect(change?.changed["Name"] == .string("renamed"))
         #expect(rig.client.signals.since(mark).filter { $0.member == "InterfacesAdded" }.isEmpty)
@@ -68,13 +83,17 @@ import Testing
         let peripheral = Self.peripheral("01", uuids: [], rssi: -60)
         try rig.bluez.addPeripheral(peripheral)
         try await startDiscovery(rig.client)
-        _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01") }
+        _ = await rig.client.signals.expect("found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01")
+        }
         let mark = rig.client.signals.count
         peripheral.rssi = -63
         peripheral.advertise()
         peripheral.rssi = -75
         peripheral.advertise()
-        let change = await rig.client.signals.expect(from: mark, "RSSI") { $0.changes(Self.path("01"), deviceInterface, "RSSI") }
+        let change = await rig.client.signals.expect(from: mark, "RSSI") {
+            $0.changes(Self.path("01"), deviceInterface, "RSSI")
+        }
         #expect(change?.changed["RSSI"] == .int16(-75))
     }
 
@@ -83,7 +102,9 @@ import Testing
         defer { rig.stop() }
         try rig.bluez.addPeripheral(HeartRateSensor().peripheral)
         try await startDiscovery(rig.client)
-        _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == HeartRateSensor.path }
+        _ = await rig.client.signals.expect("found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == HeartRateSensor.path
+        }
         let mark = rig.client.signals.count
         try await rig.client.call(adapterPath, adapterInterface, "StopDiscovery")
         let invalidated = await rig.client.signals.expect(from: mark, "RSSI invalidated") {
@@ -105,9 +126,12 @@ import Testing
         let other = Self.peripheral("02", uuids: ["180F"])
         try rig.bluez.addPeripheral(wanted)
         try rig.bluez.addPeripheral(other)
-        try await rig.client.call(adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["UUIDs": .stringArray(["180D"])])])
+        try await rig.client.call(
+            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["UUIDs": .stringArray(["180D"])])])
         try await startDiscovery(rig.client)
-        _ = await rig.client.signals.expect("wanted found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01") }
+        _ = await rig.client.signals.expect("wanted found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01")
+        }
         other.advertise()
         wanted.advertise()
         _ = await rig.client.signals.expect("wanted again") { $0.changes(Self.path("01"), deviceInterface, "RSSI") }
@@ -125,15 +149,21 @@ import Testing
         let faint = Self.peripheral("03", uuids: ["180F"], rssi: -80)
         for peripheral in [heart, battery, faint] { try rig.bluez.addPeripheral(peripheral) }
         try await rig.client.call(
-            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["UUIDs": .stringArray(["180D"]), "RSSI": .int16(-50)])])
+            adapterPath, adapterInterface, "SetDiscoveryFilter",
+            [filter(["UUIDs": .stringArray(["180D"]), "RSSI": .int16(-50)])])
         try await second.call(
-            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["UUIDs": .stringArray(["180F"]), "RSSI": .int16(-70)])])
+            adapterPath, adapterInterface, "SetDiscoveryFilter",
+            [filter(["UUIDs": .stringArray(["180F"]), "RSSI": .int16(-70)])])
         try await startDiscovery(rig.client)
         try await second.call(adapterPath, adapterInterface, "StartDiscovery")
         // Union of UUIDs, lowest RSSI (-70): both strong devices, not the faint one; every client sees all.
         for last in ["01", "02"] {
-            _ = await rig.client.signals.expect("\(last) found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path(last) }
-            _ = await second.signals.expect("\(last) found by second") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path(last) }
+            _ = await rig.client.signals.expect("\(last) found") {
+                $0.member == "InterfacesAdded" && $0.objectPath == Self.path(last)
+            }
+            _ = await second.signals.expect("\(last) found by second") {
+                $0.member == "InterfacesAdded" && $0.objectPath == Self.path(last)
+            }
         }
         faint.advertise()
         heart.advertise()
@@ -146,7 +176,10 @@ import Testing
         battery.rssi = -40
         battery.advertise()
         try await rig.client.call(adapterPath, adapterInterface, "GetDiscoveryFilters")
-        #expect(!rig.client.signals.since(mark).contains { $0.isPropertiesChanged && $0.objectPath.hasPrefix(Self.path("0")) })
+        #expect(
+            !rig.client.signals.since(mark).contains {
+                $0.isPropertiesChanged && $0.objectPath.hasPrefix(Self.path("0"))
+            })
     }
 
     @Test func stopDiscoveryRules() async throws {
@@ -178,9 +211,13 @@ import Testing
         defer { rig.stop() }
         let leaving = try await BlueZClient(address: rig.bluez.busAddress)
         try await leaving.call(adapterPath, adapterInterface, "StartDiscovery")
-        _ = await rig.client.signals.expect("Discovering true") { $0.changes(adapterPath, adapterInterface, "Discovering", to: .bool(true)) }
+        _ = await rig.client.signals.expect("Discovering true") {
+            $0.changes(adapterPath, adapterInterface, "Discovering", to: .bool(true))
+        }
         leaving.close()
-        _ = await rig.client.signals.expect("Discovering false") { $0.changes(adapterPath, adapterInterface, "Discovering", to: .bool(false)) }
+        _ = await rig.client.signals.expect("Discovering false") {
+            $0.changes(adapterPath, adapterInterface, "Discovering", to: .bool(false))
+        }
         #expect(rig.bluez.adapters[0].discoverySessionCount == 0)
     }
 
@@ -190,18 +227,27 @@ import Testing
         let peripheral = SimulatedPeripheral(address: "C0:FF:EE:00:00:01", rssi: -60, manufacturerData: [0x0059: [7]])
         try rig.bluez.addPeripheral(peripheral)
         try await startDiscovery(rig.client)
-        _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01") }
+        _ = await rig.client.signals.expect("found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01")
+        }
         // Without DuplicateData the same data is not announced again.
         var mark = rig.client.signals.count
         peripheral.advertise()
         peripheral.manufacturerData = [0x0059: [8]]
         peripheral.advertise()
-        let first = await rig.client.signals.expect(from: mark, "changed data") { $0.changes(Self.path("01"), deviceInterface, "ManufacturerData") }
-        #expect(first?.changed["ManufacturerData"] == .dictionary(key: "q", value: "v", [.init(.uint16(0x59), .variant(.bytes([8])))]))
-        try await rig.client.call(adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["DuplicateData": .bool(true)])])
+        let first = await rig.client.signals.expect(from: mark, "changed data") {
+            $0.changes(Self.path("01"), deviceInterface, "ManufacturerData")
+        }
+        #expect(
+            first?.changed["ManufacturerData"]
+                == .dictionary(key: "q", value: "v", [.init(.uint16(0x59), .variant(.bytes([8])))]))
+        try await rig.client.call(
+            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["DuplicateData": .bool(true)])])
         mark = rig.client.signals.count
         peripheral.advertise()
-        _ = await rig.client.signals.expect(from: mark, "same data again") { $0.changes(Self.path("01"), deviceInterface, "ManufacturerData") }
+        _ = await rig.client.signals.expect(from: mark, "same data again") {
+            $0.changes(Self.path("01"), deviceInterface, "ManufacturerData")
+        }
     }
 
     @Test func aPatternFilterMatchesAddressOrNamePrefixes() async throws {
@@ -212,7 +258,8 @@ import Testing
             SimulatedPeripheral(address: "AA:00:00:00:00:03", name: "Other"),
         ]
         for peripheral in peripherals { try rig.bluez.addPeripheral(peripheral) }
-        try await rig.client.call(adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Pattern": .string("C0:FF")])])
+        try await rig.client.call(
+            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Pattern": .string("C0:FF")])])
         let second = try await BlueZClient(address: rig.bluez.busAddress)
         defer { second.close() }
         try await second.call(adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Pattern": .string("La")])])
@@ -220,8 +267,12 @@ import Testing
         try await rig.client.call(adapterPath, adapterInterface, "StartDiscovery")
         // The merged kernel filter did not change, so the scan goes on: devices show up as they advertise.
         for peripheral in peripherals { peripheral.advertise() }
-        _ = await rig.client.signals.expect("address match") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01") }
-        _ = await rig.client.signals.expect("name match") { $0.member == "InterfacesAdded" && $0.objectPath == "/org/bluez/hci0/dev_AA_00_00_00_00_02" }
+        _ = await rig.client.signals.expect("address match") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01")
+        }
+        _ = await rig.client.signals.expect("name match") {
+            $0.member == "InterfacesAdded" && $0.objectPath == "/org/bluez/hci0/dev_AA_00_00_00_00_02"
+        }
         #expect(try await rig.client.managedObjects()["/org/bluez/hci0/dev_AA_00_00_00_00_03"] == nil)
     }
 
@@ -232,12 +283,18 @@ import Testing
         try rig.bluez.addPeripheral(beacon)
         try rig.bluez.addPeripheral(Self.peripheral("02", uuids: []))
         try await startDiscovery(rig.client)
-        _ = await rig.client.signals.expect("discoverable one found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("02") }
+        _ = await rig.client.signals.expect("discoverable one found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("02")
+        }
         #expect(try await rig.client.managedObjects()[Self.path("01")] == nil)
         try await rig.client.call(adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["RSSI": .int16(-100)])])
-        _ = await rig.client.signals.expect("beacon found with a filter") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01") }
+        _ = await rig.client.signals.expect("beacon found with a filter") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01")
+        }
         try await rig.client.call(adapterPath, adapterInterface, "StopDiscovery")
-        _ = await rig.client.signals.expect("beacon removed") { $0.member == "InterfacesRemoved" && $0.objectPath == Self.path("01") }
+        _ = await rig.client.signals.expect("beacon removed") {
+            $0.member == "InterfacesRemoved" && $0.objectPath == Self.path("01")
+        }
         let objects = try await rig.client.managedObjects()
         #expect(objects[Self.path("01")] == nil)
         #expect(objects[Self.path("02")] != nil)
@@ -246,16 +303,23 @@ import Testing
     @Test func aPeripheralWithAnIntervalAdvertisesOnItsOwn() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }
-        let beacon = SimulatedPeripheral(address: "C0:FF:EE:00:00:01", rssi: -60, advertisingInterval: .milliseconds(10))
+        let beacon = SimulatedPeripheral(
+            address: "C0:FF:EE:00:00:01", rssi: -60, advertisingInterval: .milliseconds(10))
         try rig.bluez.addPeripheral(beacon)
-        try await rig.client.call(adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Transport": .string("le")])])
+        try await rig.client.call(
+            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Transport": .string("le")])])
         try await startDiscovery(rig.client)
-        _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01") }
+        _ = await rig.client.signals.expect("found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path("01")
+        }
         let mark = rig.client.signals.count
         for _ in 0..<3 {
             let seen = rig.client.signals.count
-            _ = await rig.client.signals.expect(from: seen, "periodic report") { $0.changes(Self.path("01"), deviceInterface, "RSSI") }
+            _ = await rig.client.signals.expect(from: seen, "periodic report") {
+                $0.changes(Self.path("01"), deviceInterface, "RSSI")
+            }
         }
-        #expect(rig.client.signals.since(mark).filter { $0.changes(Self.path("01"), deviceInterface, "RSSI") }.count >= 3)
+        #expect(
+            rig.client.signals.since(mark).filter { $0.changes(Self.path("01"), deviceInterface, "RSSI") }.count >= 3)
     }
 }

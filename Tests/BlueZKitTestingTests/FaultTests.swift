@@ -11,7 +11,8 @@ import Testing
         try rig.bluez.addPeripheral(HeartRateSensor().peripheral)
         try await startDiscovery(rig.client)
         _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path }
-        rig.bluez.inject(.error(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local"), for: .connect, count: 2)
+        rig.bluez.inject(
+            .error(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local"), for: .connect, count: 2)
         for _ in 0..<2 {
             let error = await rig.client.error(Self.path, deviceInterface, "Connect")
             #expect(error?.name == "org.bluez.Error.Failed")
@@ -23,7 +24,9 @@ import Testing
     @Test func faultsCanTargetOnePath() async throws {
         let rig = try await Rig.start(adapters: [.default, .default])
         defer { rig.stop() }
-        rig.bluez.inject(.error(name: "org.bluez.Error.NotReady", message: "Resource Not Ready"), for: .startDiscovery, path: "/org/bluez/hci1")
+        rig.bluez.inject(
+            .error(name: "org.bluez.Error.NotReady", message: "Resource Not Ready"), for: .startDiscovery,
+            path: "/org/bluez/hci1")
         #expect(await rig.client.error(adapterPath, adapterInterface, "StartDiscovery") == nil)
         let error = await rig.client.error("/org/bluez/hci1", adapterInterface, "StartDiscovery")
         #expect(error?.name == "org.bluez.Error.NotReady")
@@ -64,12 +67,16 @@ import Testing
         try await waitUntil("connecting") { rig.bluez.isConnecting(to: sensor.peripheral) }
         let mark = rig.client.signals.count
         #expect(rig.bluez.removeDevice(sensor.peripheral))
-        let removed = await rig.client.signals.expect(from: mark, "device removed") { $0.member == "InterfacesRemoved" && $0.objectPath == Self.path }
+        let removed = await rig.client.signals.expect(from: mark, "device removed") {
+            $0.member == "InterfacesRemoved" && $0.objectPath == Self.path
+        }
         #expect(removed?.removed == [deviceInterface])
         #expect(await connect.value?.code == .timeout)
         // Still in range of the radio: it comes back with its next advertisement.
         sensor.peripheral.setInRange(true)
-        _ = await rig.client.signals.expect(from: mark, "found again") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path }
+        _ = await rig.client.signals.expect(from: mark, "found again") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path
+        }
     }
 
     @Test func aDroppedConnectionTurnsConnectedFalse() async throws {
@@ -103,12 +110,16 @@ import Testing
             $0.changes(adapterPath, adapterInterface, "Powered", to: .bool(false))
         }
         #expect(power?.changed["Discovering"] == .bool(false))
-        _ = await rig.client.signals.expect(from: mark, "Connected false") { $0.changes(Self.path, deviceInterface, "Connected", to: .bool(false)) }
+        _ = await rig.client.signals.expect(from: mark, "Connected false") {
+            $0.changes(Self.path, deviceInterface, "Connected", to: .bool(false))
+        }
         #expect(adapter.discoverySessionCount == 0)
         let notReady = await rig.client.error(adapterPath, adapterInterface, "StopDiscovery")
         #expect(notReady?.name == "org.bluez.Error.NotReady")
         adapter.setPowered(true)
-        _ = await rig.client.signals.expect(from: mark, "Powered true") { $0.changes(adapterPath, adapterInterface, "Powered", to: .bool(true)) }
+        _ = await rig.client.signals.expect(from: mark, "Powered true") {
+            $0.changes(adapterPath, adapterInterface, "Powered", to: .bool(true))
+        }
         let lost = await rig.client.error(adapterPath, adapterInterface, "StopDiscovery")
         #expect(lost?.message == "No discovery started")
     }
@@ -120,11 +131,15 @@ import Testing
         try await rig.client.call(Self.path, deviceInterface, "Pair")
         let stranger = SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "stranger")
         try rig.bluez.addPeripheral(stranger)
-        _ = await rig.client.signals.expect("stranger found") { $0.member == "InterfacesAdded" && $0.objectPath == "/org/bluez/hci0/dev_C0_FF_EE_00_00_02" }
+        _ = await rig.client.signals.expect("stranger found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == "/org/bluez/hci0/dev_C0_FF_EE_00_00_02"
+        }
         let adapter = try #require(rig.bluez.adapter(named: "hci0"))
         var mark = rig.client.signals.count
         rig.bluez.removeAdapter(adapter)
-        _ = await rig.client.signals.expect(from: mark, "adapter removed") { $0.member == "InterfacesRemoved" && $0.objectPath == adapterPath }
+        _ = await rig.client.signals.expect(from: mark, "adapter removed") {
+            $0.member == "InterfacesRemoved" && $0.objectPath == adapterPath
+        }
         let removed = rig.client.signals.since(mark).filter { $0.member == "InterfacesRemoved" }.map(\.objectPath)
         #expect(removed.last == adapterPath)
         #expect(removed.contains(Self.path) && removed.contains(HeartRateSensor.measurementPath))
@@ -132,7 +147,9 @@ import Testing
         mark = rig.client.signals.count
         let back = try rig.bluez.addAdapter(.default)
         #expect(back === adapter)
-        _ = await rig.client.signals.expect(from: mark, "bonded device back") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path }
+        _ = await rig.client.signals.expect(from: mark, "bonded device back") {
+            $0.member == "InterfacesAdded" && $0.objectPath == Self.path
+        }
         let added = rig.client.signals.since(mark).filter { $0.member == "InterfacesAdded" }.map(\.objectPath)
         #expect(added == [adapterPath, Self.path])
         let objects = try await rig.client.managedObjects()
@@ -146,16 +163,21 @@ import Testing
         try await connectSensor(rig)
         try await rig.client.call(Self.path, deviceInterface, "Pair")
         try rig.bluez.addPeripheral(SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "stranger"))
-        _ = await rig.client.signals.expect("stranger found") { $0.member == "InterfacesAdded" && $0.objectPath.hasSuffix("00_02") }
+        _ = await rig.client.signals.expect("stranger found") {
+            $0.member == "InterfacesAdded" && $0.objectPath.hasSuffix("00_02")
+        }
         let oldOwner = try #require(rig.bluez.ownerUniqueName)
         let mark = rig.client.signals.count
         try await rig.bluez.restart()
         let newOwner = try #require(rig.bluez.ownerUniqueName)
         #expect(newOwner != oldOwner)
         _ = await rig.client.signals.expect(from: mark, "new owner") {
-            $0.member == "NameOwnerChanged" && $0.arguments.first == .string("org.bluez") && $0.arguments.last == .string(newOwner)
+            $0.member == "NameOwnerChanged" && $0.arguments.first == .string("org.bluez")
+                && $0.arguments.last == .string(newOwner)
         }
-        let owners = rig.client.signals.since(mark).filter { $0.member == "NameOwnerChanged" && $0.arguments.first == .string("org.bluez") }
+        let owners = rig.client.signals.since(mark).filter {
+            $0.member == "NameOwnerChanged" && $0.arguments.first == .string("org.bluez")
+        }
         #expect(owners.map { $0.arguments.dropFirst().map(\.stringValue) } == [[oldOwner, ""], ["", newOwner]])
         let objects = try await rig.client.managedObjects()
         #expect(objects[adapterPath]?[adapterInterface]?["Discovering"] == .bool(false))
@@ -196,7 +218,9 @@ import Testing
         #expect(try await rig.client.properties(adapterPath, adapterInterface)["Address"] == .int32(0x5a5a))
         mark = rig.client.signals.count
         rig.bluez.overrideProperty("Alias", of: adapterInterface, at: adapterPath, with: .missing)
-        let missing = await rig.client.signals.expect(from: mark, "invalidated") { $0.isPropertiesChanged && $0.invalidated.contains("Alias") }
+        let missing = await rig.client.signals.expect(from: mark, "invalidated") {
+            $0.isPropertiesChanged && $0.invalidated.contains("Alias")
+        }
         #expect(missing != nil)
         #expect(try await rig.client.managedObjects()[adapterPath]?[adapterInterface]?["Alias"] == nil)
         let error = await rig.client.error(
@@ -216,7 +240,9 @@ import Testing
         _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path }
         let mark = rig.client.signals.count
         rig.bluez.overrideProperty("RSSI", on: sensor.peripheral, with: .wrongType)
-        let change = await rig.client.signals.expect(from: mark, "wrong RSSI") { $0.changes(Self.path, deviceInterface, "RSSI") }
+        let change = await rig.client.signals.expect(from: mark, "wrong RSSI") {
+            $0.changes(Self.path, deviceInterface, "RSSI")
+        }
         #expect(change?.changed["RSSI"] == .string("wrong-type"))
         // Later changes carry the broken value too.
         sensor.peripheral.rssi = -90

@@ -16,8 +16,10 @@ struct HeartRateSensor {
     let controlPoint = SimulatedCharacteristic(uuid: "2A39", flags: ["write"])
     let userDescription = SimulatedDescriptor(uuid: "2901", flags: ["read", "write"], value: Array("data".utf8))
     let data: SimulatedCharacteristic
-    let command = SimulatedCharacteristic(uuid: "0000AA02-0000-1000-8000-00805F9B34FB", flags: ["write-without-response"])
-    let secret = SimulatedCharacteristic(uuid: "0000AA03-0000-1000-8000-00805F9B34FB", flags: ["encrypt-read"], value: [0x5e])
+    let command = SimulatedCharacteristic(
+        uuid: "0000AA02-0000-1000-8000-00805F9B34FB", flags: ["write-without-response"])
+    let secret = SimulatedCharacteristic(
+        uuid: "0000AA03-0000-1000-8000-00805F9B34FB", flags: ["encrypt-read"], value: [0x5e])
     let failing = SimulatedCharacteristic(
         uuid: "0000AA04-0000-1000-8000-00805F9B34FB", flags: ["read", "write"],
         onRead: { _ throws(SimulatedATTError) in throw SimulatedATTError(code: 0x80) },
@@ -57,7 +59,9 @@ struct HeartRateSensor {
 func connectSensor(_ rig: Rig, _ sensor: HeartRateSensor = HeartRateSensor()) async throws -> HeartRateSensor {
     try rig.bluez.addPeripheral(sensor.peripheral)
     try await startDiscovery(rig.client)
-    _ = await rig.client.signals.expect("device found") { $0.member == "InterfacesAdded" && $0.objectPath == HeartRateSensor.path }
+    _ = await rig.client.signals.expect("device found") {
+        $0.member == "InterfacesAdded" && $0.objectPath == HeartRateSensor.path
+    }
     let mark = rig.client.signals.count
     try await rig.client.call(HeartRateSensor.path, deviceInterface, "Connect")
     _ = await rig.client.signals.expect(from: mark, "ServicesResolved") {

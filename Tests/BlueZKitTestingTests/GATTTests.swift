@@ -11,7 +11,8 @@ import Testing
         defer { rig.stop() }
         let sensor = try await connectSensor(rig)
         let mark = rig.client.signals.count
-        let whole = try await rig.client.reply(HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        let whole = try await rig.client.reply(
+            HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.noOptions])
         #expect(try whole.arguments().first == .bytes(Array("hello".utf8)))
         // bluetoothd announces the cached value before it replies.
         let cached = await rig.client.signals.expect(from: mark, "Value") {
@@ -19,25 +20,32 @@ import Testing
         }
         #expect(try #require(cached).serial < whole.serial)
         sensor.data.value = Array("HELLO!".utf8)
-        let tail = try await rig.client.call(HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.offset(3)])
+        let tail = try await rig.client.call(
+            HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.offset(3)])
         #expect(tail.first == .bytes(Array("LO!".utf8)))
-        let end = try await rig.client.call(HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.offset(6)])
+        let end = try await rig.client.call(
+            HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.offset(6)])
         #expect(end.first == .bytes([]))
         // A read from an offset overwrites the cache from there (gatt_db_attribute_write).
-        #expect(try await rig.client.property(HeartRateSensor.dataPath, characteristicInterface, "Value") == .bytes(Array("helLO!".utf8)))
+        #expect(
+            try await rig.client.property(HeartRateSensor.dataPath, characteristicInterface, "Value")
+                == .bytes(Array("helLO!".utf8)))
     }
 
     @Test func readErrorsFollowBlueZ() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }
         try await connectSensor(rig)
-        let pastTheEnd = await rig.client.error(HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.offset(6)])
+        let pastTheEnd = await rig.client.error(
+            HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.offset(6)])
         #expect(pastTheEnd?.name == "org.bluez.Error.InvalidArguments")
         #expect(pastTheEnd?.message == "Invalid offset")
-        let notReadable = await rig.client.error(HeartRateSensor.controlPointPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        let notReadable = await rig.client.error(
+            HeartRateSensor.controlPointPath, characteristicInterface, "ReadValue", [Self.noOptions])
         #expect(notReadable?.name == "org.bluez.Error.NotPermitted")
         #expect(notReadable?.message == "Read not permitted")
-        let application = await rig.client.error(HeartRateSensor.failingPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        let application = await rig.client.error(
+            HeartRateSensor.failingPath, characteristicInterface, "ReadValue", [Self.noOptions])
         #expect(application?.name == "org.bluez.Error.Failed")
         #expect(application?.message == "Operation failed with ATT error: 0x80")
         let badOption = await rig.client.error(
@@ -49,13 +57,15 @@ import Testing
         let rig = try await Rig.start()
         defer { rig.stop() }
         let sensor = try await connectSensor(rig)
-        try await rig.client.call(HeartRateSensor.dataPath, characteristicInterface, "WriteValue", [.bytes([1, 2, 3]), Self.noOptions])
+        try await rig.client.call(
+            HeartRateSensor.dataPath, characteristicInterface, "WriteValue", [.bytes([1, 2, 3]), Self.noOptions])
         #expect(sensor.data.value == [1, 2, 3])
         try await rig.client.call(
             HeartRateSensor.dataPath, characteristicInterface, "WriteValue",
             [.bytes([9]), filter(["offset": .uint16(1), "type": .string("request")])])
         #expect(sensor.data.value == [1, 9])
-        try await rig.client.call(HeartRateSensor.commandPath, characteristicInterface, "WriteValue", [.bytes([7]), Self.noOptions])
+        try await rig.client.call(
+            HeartRateSensor.commandPath, characteristicInterface, "WriteValue", [.bytes([7]), Self.noOptions])
         #expect(sensor.command.value == [7])
         // The cached Value changes only with reads and notifications.
         #expect(try await rig.client.property(HeartRateSensor.dataPath, characteristicInterface, "Value") == .bytes([]))
@@ -66,20 +76,25 @@ import Testing
         defer { rig.stop() }
         try await connectSensor(rig)
         let notWritable = await rig.client.error(
-            HeartRateSensor.locationPath, characteristicInterface, "WriteValue", [.bytes([1]), filter(["type": .string("request")])])
+            HeartRateSensor.locationPath, characteristicInterface, "WriteValue",
+            [.bytes([1]), filter(["type": .string("request")])])
         #expect(notWritable?.name == "org.bluez.Error.NotPermitted")
         #expect(notWritable?.message == "Write not permitted")
-        let unsupported = await rig.client.error(HeartRateSensor.locationPath, characteristicInterface, "WriteValue", [.bytes([1]), Self.noOptions])
+        let unsupported = await rig.client.error(
+            HeartRateSensor.locationPath, characteristicInterface, "WriteValue", [.bytes([1]), Self.noOptions])
         #expect(unsupported?.name == "org.bluez.Error.NotSupported")
-        let rejected = await rig.client.error(HeartRateSensor.failingPath, characteristicInterface, "WriteValue", [.bytes([1]), Self.noOptions])
+        let rejected = await rig.client.error(
+            HeartRateSensor.failingPath, characteristicInterface, "WriteValue", [.bytes([1]), Self.noOptions])
         #expect(rejected?.name == "org.bluez.Error.InvalidArguments")
         #expect(rejected?.message == "Invalid Length")
         let tooLong = await rig.client.error(
-            HeartRateSensor.commandPath, characteristicInterface, "WriteValue", [.bytes(Array(repeating: 0, count: 515)), Self.noOptions])
+            HeartRateSensor.commandPath, characteristicInterface, "WriteValue",
+            [.bytes(Array(repeating: 0, count: 515)), Self.noOptions])
         #expect(tooLong?.message == "Failed to initiate write")
         // A command gets no response: the peripheral's rejection never reaches the central.
         let command = await rig.client.error(
-            HeartRateSensor.locationPath, characteristicInterface, "WriteValue", [.bytes([1]), filter(["type": .string("command")])])
+            HeartRateSensor.locationPath, characteristicInterface, "WriteValue",
+            [.bytes([1]), filter(["type": .string("command")])])
         #expect(command == nil)
     }
 
@@ -89,7 +104,8 @@ import Testing
         let sensor = try await connectSensor(rig)
         #expect(!sensor.measurement.notify([0]), "not subscribed yet")
         var mark = rig.client.signals.count
-        let started = try await rig.client.reply(HeartRateSensor.measurementPath, characteristicInterface, "StartNotify")
+        let started = try await rig.client.reply(
+            HeartRateSensor.measurementPath, characteristicInterface, "StartNotify")
         let notifying = await rig.client.signals.expect(from: mark, "Notifying") {
             $0.changes(HeartRateSensor.measurementPath, characteristicInterface, "Notifying", to: .bool(true))
         }
@@ -100,13 +116,19 @@ import Testing
         #expect(sensor.peripheral.updateValue([0x06, 72], for: sensor.measurement))
         // A reply comes after every signal sent before it: the round trip collects both notifications.
         _ = try await rig.client.property(HeartRateSensor.measurementPath, characteristicInterface, "Notifying")
-        let values = rig.client.signals.since(mark).filter { $0.changes(HeartRateSensor.measurementPath, characteristicInterface, "Value") }
+        let values = rig.client.signals.since(mark).filter {
+            $0.changes(HeartRateSensor.measurementPath, characteristicInterface, "Value")
+        }
         #expect(values.map { $0.changed["Value"] } == [.bytes([0x06, 72]), .bytes([0x06, 72])])
-        let cccd = try await rig.client.call(HeartRateSensor.measurementCCCD, descriptorInterface, "ReadValue", [Self.noOptions])
+        let cccd = try await rig.client.call(
+            HeartRateSensor.measurementCCCD, descriptorInterface, "ReadValue", [Self.noOptions])
         #expect(cccd.first == .bytes([1, 0]))
         mark = rig.client.signals.count
         try await rig.client.call(HeartRateSensor.measurementPath, characteristicInterface, "StopNotify")
-        #expect(rig.client.signals.since(mark).contains { $0.changes(HeartRateSensor.measurementPath, characteristicInterface, "Notifying", to: .bool(false)) })
+        #expect(
+            rig.client.signals.since(mark).contains {
+                $0.changes(HeartRateSensor.measurementPath, characteristicInterface, "Notifying", to: .bool(false))
+            })
         #expect(!sensor.measurement.notify([1]))
         let again = await rig.client.error(HeartRateSensor.measurementPath, characteristicInterface, "StopNotify")
         #expect(again?.message == "No notify session started")
@@ -122,7 +144,9 @@ import Testing
         try await rig.client.call(HeartRateSensor.measurementPath, characteristicInterface, "StartNotify")
         try await other.call(HeartRateSensor.measurementPath, characteristicInterface, "StartNotify")
         try await rig.client.call(HeartRateSensor.measurementPath, characteristicInterface, "StopNotify")
-        #expect(try await rig.client.property(HeartRateSensor.measurementPath, characteristicInterface, "Notifying") == .bool(true))
+        #expect(
+            try await rig.client.property(HeartRateSensor.measurementPath, characteristicInterface, "Notifying")
+                == .bool(true))
         #expect(sensor.measurement.isNotifying)
         let mark = rig.client.signals.count
         other.close()
@@ -136,12 +160,18 @@ import Testing
         let rig = try await Rig.start()
         defer { rig.stop() }
         let sensor = try await connectSensor(rig)
-        let read = try await rig.client.call(HeartRateSensor.userDescriptionPath, descriptorInterface, "ReadValue", [Self.noOptions])
+        let read = try await rig.client.call(
+            HeartRateSensor.userDescriptionPath, descriptorInterface, "ReadValue", [Self.noOptions])
         #expect(read.first == .bytes(Array("data".utf8)))
-        #expect(try await rig.client.property(HeartRateSensor.userDescriptionPath, descriptorInterface, "Value") == .bytes(Array("data".utf8)))
-        try await rig.client.call(HeartRateSensor.userDescriptionPath, descriptorInterface, "WriteValue", [.bytes(Array("new".utf8)), Self.noOptions])
+        #expect(
+            try await rig.client.property(HeartRateSensor.userDescriptionPath, descriptorInterface, "Value")
+                == .bytes(Array("data".utf8)))
+        try await rig.client.call(
+            HeartRateSensor.userDescriptionPath, descriptorInterface, "WriteValue",
+            [.bytes(Array("new".utf8)), Self.noOptions])
         #expect(sensor.userDescription.value == Array("new".utf8))
-        let cccd = await rig.client.error(HeartRateSensor.measurementCCCD, descriptorInterface, "WriteValue", [.bytes([1, 0]), Self.noOptions])
+        let cccd = await rig.client.error(
+            HeartRateSensor.measurementCCCD, descriptorInterface, "WriteValue", [.bytes([1, 0]), Self.noOptions])
         #expect(cccd?.name == "org.bluez.Error.NotPermitted")
         #expect(cccd?.message == "Write not permitted")
         #expect(sensor.userDescription.objectPath == HeartRateSensor.userDescriptionPath)
@@ -153,7 +183,8 @@ import Testing
         defer { rig.stop() }
         try await connectSensor(rig)
         try await rig.client.call(HeartRateSensor.path, deviceInterface, "Disconnect")
-        let error = await rig.client.error(HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        let error = await rig.client.error(
+            HeartRateSensor.dataPath, characteristicInterface, "ReadValue", [Self.noOptions])
         #expect(error?.name == "org.bluez.Error.Failed")
         #expect(error?.message == "Not connected")
         // StartNotify while disconnected is kept and registered on the next connection.
@@ -170,8 +201,12 @@ import Testing
         defer { rig.stop() }
         try await connectSensor(rig)
         let mark = rig.client.signals.count
-        let value = try await rig.client.call(HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        let value = try await rig.client.call(
+            HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
         #expect(value.first == .bytes([0x5e]))
-        #expect(rig.client.signals.since(mark).contains { $0.changes(HeartRateSensor.path, deviceInterface, "Paired", to: .bool(true)) })
+        #expect(
+            rig.client.signals.since(mark).contains {
+                $0.changes(HeartRateSensor.path, deviceInterface, "Paired", to: .bool(true))
+            })
     }
 }

@@ -24,7 +24,8 @@ import Testing
         #expect(characteristic.descriptors.map(\.uuid) == [uuid16("2901")])
         #expect(await app.registrationError()?.name == "org.bluez.Error.AlreadyExists")
         // Another client cannot unregister it: registrations are per caller.
-        let foreign = await rig.client.error(adapterPath, Self.manager, "UnregisterApplication", [.objectPath(try ObjectPath("/app"))])
+        let foreign = await rig.client.error(
+            adapterPath, Self.manager, "UnregisterApplication", [.objectPath(try ObjectPath("/app"))])
         #expect(foreign?.name == "org.bluez.Error.DoesNotExist")
         #expect(await app.registrationError(member: "UnregisterApplication") == nil)
         #expect(rig.bluez.adapters[0].registeredApplications.isEmpty)
@@ -34,10 +35,12 @@ import Testing
     @Test func aTreeTheCallerDoesNotServeFails() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }
-        let error = await rig.client.error(adapterPath, Self.manager, "RegisterApplication", [.objectPath(try ObjectPath("/app")), filter([:])])
+        let error = await rig.client.error(
+            adapterPath, Self.manager, "RegisterApplication", [.objectPath(try ObjectPath("/app")), filter([:])])
         #expect(error?.name == "org.bluez.Error.Failed")
         #expect(error?.message == "No object received")
-        let badArguments = await rig.client.error(adapterPath, Self.manager, "RegisterApplication", [.string("/app"), filter([:])])
+        let badArguments = await rig.client.error(
+            adapterPath, Self.manager, "RegisterApplication", [.string("/app"), filter([:])])
         #expect(badArguments?.name == "org.freedesktop.DBus.Error.UnknownMethod")
     }
 
@@ -48,23 +51,56 @@ import Testing
         let cases: [(String, [TestGATTApplication.Object], String)] = [
             ("empty", [], "No object received"),
             ("GAP", [TestGATTApplication.service("/app/s", uuid: "1800")], "Failed to create entry in database"),
-            ("no Primary", [TestGATTApplication.Object(path: "/app/s", interface: "org.bluez.GattService1", properties: ["UUID": .string("180D")])],
-             "Failed to create entry in database"),
-            ("bad characteristic UUID", [service, TestGATTApplication.characteristic("/app/s/c", uuid: "2A3", service: "/app/s", flags: ["read"])],
-             "Failed to create entry in database"),
+            (
+                "no Primary",
+                [
+                    TestGATTApplication.Object(
+                        path: "/app/s", interface: "org.bluez.GattService1", properties: ["UUID": .string("180D")])
+                ],
+                "Failed to create entry in database"
+            ),
+            (
+                "bad characteristic UUID",
+                [
+                    service,
+                    TestGATTApplication.characteristic("/app/s/c", uuid: "2A3", service: "/app/s", flags: ["read"]),
+                ],
+                "Failed to create entry in database"
+            ),
             // The structure is checked before the UUIDs.
-            ("bad UUID and bad flag", [
-                TestGATTApplication.service("/app/s", uuid: "nope"),
-                TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["shout"]),
-            ], "No valid service object found"),
-            ("unknown service", [service, TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/other", flags: ["read"])],
-             "No valid service object found"),
-            ("bad flag", [service, TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["shout"])],
-             "No valid service object found"),
-            ("bad descriptor flag", [
-                service, TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["read"]),
-                TestGATTApplication.descriptor("/app/s/c/d", uuid: "2901", characteristic: "/app/s/c", flags: ["notify"]),
-            ], "No valid service object found"),
+            (
+                "bad UUID and bad flag",
+                [
+                    TestGATTApplication.service("/app/s", uuid: "nope"),
+                    TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["shout"]),
+                ], "No valid service object found"
+            ),
+            (
+                "unknown service",
+                [
+                    service,
+                    TestGATTApplication.characteristic(
+                        "/app/s/c", uuid: "2A37", service: "/app/other", flags: ["read"]),
+                ],
+                "No valid service object found"
+            ),
+            (
+                "bad flag",
+                [
+                    service,
+                    TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["shout"]),
+                ],
+                "No valid service object found"
+            ),
+            (
+                "bad descriptor flag",
+                [
+                    service,
+                    TestGATTApplication.characteristic("/app/s/c", uuid: "2A37", service: "/app/s", flags: ["read"]),
+                    TestGATTApplication.descriptor(
+                        "/app/s/c/d", uuid: "2901", characteristic: "/app/s/c", flags: ["notify"]),
+                ], "No valid service object found"
+            ),
         ]
         for (name, objects, message) in cases {
             let app = try await TestGATTApplication(address: rig.bluez.busAddress, objects: objects)

@@ -21,7 +21,9 @@ struct Signal: Sendable, CustomStringConvertible {
 
     /// The object a signal is about: the first argument of ObjectManager signals, else the path.
     var objectPath: String {
-        if member == "InterfacesAdded" || member == "InterfacesRemoved" { return arguments.first?.objectPathValue?.rawValue ?? "" }
+        if member == "InterfacesAdded" || member == "InterfacesRemoved" {
+            return arguments.first?.objectPathValue?.rawValue ?? ""
+        }
         return path
     }
 
@@ -49,7 +51,9 @@ struct Signal: Sendable, CustomStringConvertible {
 
     /// A `PropertiesChanged` of `interface` at `path` that changes `name` (to `value`, if given).
     func changes(_ path: String, _ interface: String, _ name: String, to value: DBusValue? = nil) -> Bool {
-        guard isPropertiesChanged, self.path == path, changedInterface == interface, let new = changed[name] else { return false }
+        guard isPropertiesChanged, self.path == path, changedInterface == interface, let new = changed[name] else {
+            return false
+        }
         return value.map { $0 == new } ?? true
     }
 }

@@ -25,7 +25,8 @@ final class TestAdvertisement: Sendable {
             invocation.reply()
         }
         try await connection.export(
-            [DBusInterface("org.bluez.LEAdvertisement1", methods: [release], properties: exported)], at: ObjectPath(path))
+            [DBusInterface("org.bluez.LEAdvertisement1", methods: [release], properties: exported)],
+            at: ObjectPath(path))
     }
 
     /// How many times bluetoothd called `Release`.
@@ -37,7 +38,8 @@ final class TestAdvertisement: Sendable {
             _ = try await connection.call(
                 destination: "org.bluez", path: ObjectPath(adapter), interface: "org.bluez.LEAdvertisingManager1",
                 member: MemberName(member),
-                arguments: [.objectPath(try ObjectPath(path))] + (member == "RegisterAdvertisement" ? [.stringVariantDictionary([:])] : []))
+                arguments: [.objectPath(try ObjectPath(path))]
+                    + (member == "RegisterAdvertisement" ? [.stringVariantDictionary([:])] : []))
             return nil
         } catch {
             return error

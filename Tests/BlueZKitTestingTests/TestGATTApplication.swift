@@ -52,28 +52,35 @@ final class TestGATTApplication: Sendable {
     static func standard(address: String, flags: [String] = ["read", "write", "notify", "write-without-response"])
         async throws -> TestGATTApplication
     {
-        try await TestGATTApplication(address: address, objects: [
-            service("/app/service0", uuid: "180D"),
-            characteristic("/app/service0/char0", uuid: "2A37", service: "/app/service0", flags: flags),
-            descriptor("/app/service0/char0/desc0", uuid: "2901", characteristic: "/app/service0/char0"),
-        ])
+        try await TestGATTApplication(
+            address: address,
+            objects: [
+                service("/app/service0", uuid: "180D"),
+                characteristic("/app/service0/char0", uuid: "2A37", service: "/app/service0", flags: flags),
+                descriptor("/app/service0/char0/desc0", uuid: "2901", characteristic: "/app/service0/char0"),
+            ])
     }
 
     static func service(_ path: String, uuid: String, primary: Bool = true) -> Object {
-        Object(path: path, interface: "org.bluez.GattService1", properties: ["UUID": .string(uuid), "Primary": .bool(primary)])
+        Object(
+            path: path, interface: "org.bluez.GattService1",
+            properties: ["UUID": .string(uuid), "Primary": .bool(primary)])
     }
 
     static func characteristic(_ path: String, uuid: String, service: String, flags: [String]) -> Object {
         Object(
             path: path, interface: "org.bluez.GattCharacteristic1",
-            properties: ["UUID": .string(uuid), "Service": .objectPath(try! ObjectPath(service)), "Flags": .stringArray(flags)])
+            properties: [
+                "UUID": .string(uuid), "Service": .objectPath(try! ObjectPath(service)), "Flags": .stringArray(flags),
+            ])
     }
 
     static func descriptor(_ path: String, uuid: String, characteristic: String, flags: [String] = ["read"]) -> Object {
         Object(
             path: path, interface: "org.bluez.GattDescriptor1",
             properties: [
-                "UUID": .string(uuid), "Characteristic": .objectPath(try! ObjectPath(characteristic)), "Flags": .stringArray(flags),
+                "UUID": .string(uuid), "Characteristic": .objectPath(try! ObjectPath(characteristic)),
+                "Flags": .stringArray(flags),
             ])
     }
 
@@ -90,16 +97,20 @@ final class TestGATTApplication: Sendable {
     func register(adapter: String = "/org/bluez/hci0") async throws {
         _ = try await connection.call(
             destination: "org.bluez", path: ObjectPath(adapter), interface: "org.bluez.GattManager1",
-            member: "RegisterApplication", arguments: [.objectPath(try ObjectPath(root)), .stringVariantDictionary([:])])
+            member: "RegisterApplication",
+            arguments: [.objectPath(try ObjectPath(root)), .stringVariantDictionary([:])])
     }
 
     /// `RegisterApplication` from the application's connection; its error reply, or nil when it succeeded.
-    func registrationError(adapter: String = "/org/bluez/hci0", member: String = "RegisterApplication") async -> DBusError? {
+    func registrationError(adapter: String = "/org/bluez/hci0", member: String = "RegisterApplication") async
+        -> DBusError?
+    {
         do {
             _ = try await connection.call(
                 destination: "org.bluez", path: ObjectPath(adapter), interface: "org.bluez.GattManager1",
                 member: MemberName(member),
-                arguments: [.objectPath(try ObjectPath(root))] + (member == "RegisterApplication" ? [.stringVariantDictionary([:])] : []))
+                arguments: [.objectPath(try ObjectPath(root))]
+                    + (member == "RegisterApplication" ? [.stringVariantDictionary([:])] : []))
             return nil
         } catch {
             return error
@@ -150,7 +161,8 @@ final class TestGATTApplication: Sendable {
             ]
         }
         try await connection.export(
-            [DBusInterface(InterfaceName(object.interface), methods: methods, properties: exported)], at: ObjectPath(path))
+            [DBusInterface(InterfaceName(object.interface), methods: methods, properties: exported)],
+            at: ObjectPath(path))
     }
 
     private static func options(_ invocation: DBusMethodInvocation, at index: Int) -> [String: DBusValue] {

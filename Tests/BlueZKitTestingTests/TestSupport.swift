@@ -36,5 +36,7 @@ func filter(_ entries: [String: DBusValue]) -> DBusValue { .stringVariantDiction
 func startDiscovery(_ client: BlueZClient, adapter: String = adapterPath) async throws {
     let mark = client.signals.count
     try await client.call(adapter, adapterInterface, "StartDiscovery")
-    _ = await client.signals.expect(from: mark, "Discovering true") { $0.changes(adapter, adapterInterface, "Discovering", to: .bool(true)) }
+    _ = await client.signals.expect(from: mark, "Discovering true") {
+        $0.changes(adapter, adapterInterface, "Discovering", to: .bool(true))
+    }
 }

@@ -1,6 +1,6 @@
+import BlueZKit
 import Foundation
 import Testing
-import BlueZKit
 
 @Suite("ATTError")
 struct ATTErrorTests {
@@ -112,10 +112,12 @@ struct ATTErrorTests {
             #expect(reply.name.hasPrefix("org.bluez.Error."))
             #expect(!reply.message.isEmpty)
             for permissionError: UInt8 in [0x02, 0x03] {
-                let answered = Self.bluezAnswers(name: reply.name, message: reply.message,
-                                                 permissionError: permissionError)
-                #expect(answered == Self.expectedOnTheAir(byte, permissionError: permissionError),
-                        "code \(ATTError.Code(byte)) -> \(reply)")
+                let answered = Self.bluezAnswers(
+                    name: reply.name, message: reply.message,
+                    permissionError: permissionError)
+                #expect(
+                    answered == Self.expectedOnTheAir(byte, permissionError: permissionError),
+                    "code \(ATTError.Code(byte)) -> \(reply)")
             }
         }
     }
@@ -204,9 +206,11 @@ struct ATTErrorTests {
 
     @Test func remoteErrorKeepsTheUnderlyingError() throws {
         struct DBusFailure: Error, Equatable { let name: String }
-        let error = try #require(ATTError(bluezErrorName: "org.bluez.Error.NotAuthorized",
-                                          message: "Operation Not Authorized",
-                                          underlying: DBusFailure(name: "NotAuthorized")))
+        let error = try #require(
+            ATTError(
+                bluezErrorName: "org.bluez.Error.NotAuthorized",
+                message: "Operation Not Authorized",
+                underlying: DBusFailure(name: "NotAuthorized")))
         #expect(error.code == .insufficientAuthorization)
         #expect(error.underlying as? DBusFailure == DBusFailure(name: "NotAuthorized"))
         #expect(ATTError(bluezErrorName: "org.bluez.Error.Failed", message: "Not connected") == nil)

@@ -1,6 +1,6 @@
+import BlueZKit
 import Foundation
 import Testing
-import BlueZKit
 
 @Suite("AdvertisementData")
 struct AdvertisementDataTests {
@@ -21,8 +21,9 @@ struct AdvertisementDataTests {
         #expect(ad[CBAdvertisementDataManufacturerDataKey] as? Data == Data([0x4C, 0x00, 0x02, 0x15]))
         #expect(ad[CBAdvertisementDataServiceDataKey] as? [CBUUID: Data] == ["180D": Data([0x01, 0x02])])
         #expect(ad[CBAdvertisementDataServiceUUIDsKey] as? [CBUUID] == ["180D", "180F"])
-        #expect(ad[CBAdvertisementDataOverflowServiceUUIDsKey] as? [CBUUID]
-            == ["71DA3FD1-7E10-41C1-B16F-4430B506CDE7"])
+        #expect(
+            ad[CBAdvertisementDataOverflowServiceUUIDsKey] as? [CBUUID]
+                == ["71DA3FD1-7E10-41C1-B16F-4430B506CDE7"])
         #expect(ad[CBAdvertisementDataTxPowerLevelKey] as? Int == -8)
         #expect((ad[CBAdvertisementDataTxPowerLevelKey] as? NSNumber)?.intValue == -8)
         #expect(ad[CBAdvertisementDataIsConnectable] as? Bool == true)
@@ -61,7 +62,8 @@ struct AdvertisementDataTests {
         #expect(ad.serviceUUIDs == ["71DA3FD1-7E10-41C1-B16F-4430B506CDE7"])
         #expect(ad.txPowerLevel == -20)
         #expect(ad.isConnectable == true)
-        #expect(try AdvertisementData(dictionary: [CBAdvertisementDataTxPowerLevelKey: Int8(-127)]).txPowerLevel == -127)
+        #expect(
+            try AdvertisementData(dictionary: [CBAdvertisementDataTxPowerLevelKey: Int8(-127)]).txPowerLevel == -127)
         #expect(try AdvertisementData(dictionary: [CBAdvertisementDataTxPowerLevelKey: UInt8(127)]).txPowerLevel == 127)
         #expect(try AdvertisementData(dictionary: [CBAdvertisementDataIsConnectable: 0]).isConnectable == false)
     }

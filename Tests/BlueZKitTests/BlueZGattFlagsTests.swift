@@ -1,5 +1,5 @@
-import Testing
 import BlueZKit
+import Testing
 
 @Suite("BlueZ GATT flags")
 struct BlueZGattFlagsTests {
@@ -33,27 +33,38 @@ struct BlueZGattFlagsTests {
         Export(properties: .write, permissions: .writeable, flags: ["write"]),
         Export(properties: .write, permissions: .writeEncryptionRequired, flags: ["write", "encrypt-write"]),
         Export(properties: .writeWithoutResponse, permissions: .writeable, flags: ["write-without-response"]),
-        Export(properties: .writeWithoutResponse, permissions: .writeEncryptionRequired,
-               flags: ["write-without-response", "encrypt-write"]),
-        Export(properties: [.write, .writeWithoutResponse], permissions: .writeEncryptionRequired,
-               flags: ["write-without-response", "write", "encrypt-write"]),
+        Export(
+            properties: .writeWithoutResponse, permissions: .writeEncryptionRequired,
+            flags: ["write-without-response", "encrypt-write"]),
+        Export(
+            properties: [.write, .writeWithoutResponse], permissions: .writeEncryptionRequired,
+            flags: ["write-without-response", "write", "encrypt-write"]),
         Export(properties: .notify, permissions: [], flags: ["notify"]),
         Export(properties: .notifyEncryptionRequired, permissions: [], flags: ["notify", "encrypt-notify"]),
-        Export(properties: [.notify, .notifyEncryptionRequired], permissions: [], flags: ["notify", "encrypt-notify"]),
+        Export(
+            properties: [.notify, .notifyEncryptionRequired], permissions: [], flags: ["notify", "encrypt-notify"]),
         Export(properties: .indicate, permissions: [], flags: ["indicate"]),
         Export(properties: .indicateEncryptionRequired, permissions: [], flags: ["indicate", "encrypt-indicate"]),
         // The seed's e-mail characteristic.
-        Export(properties: [.read, .notifyEncryptionRequired], permissions: .readEncryptionRequired,
-               flags: ["read", "notify", "encrypt-read", "encrypt-notify"]),
-        Export(properties: [.broadcast, .read, .writeWithoutResponse, .write, .notify, .indicate,
-                            .authenticatedSignedWrites, .extendedProperties],
-               permissions: [.readable, .writeable],
-               flags: ["broadcast", "read", "write-without-response", "write", "notify", "indicate",
-                       "authenticated-signed-writes", "extended-properties"]),
+        Export(
+            properties: [.read, .notifyEncryptionRequired], permissions: .readEncryptionRequired,
+            flags: ["read", "notify", "encrypt-read", "encrypt-notify"]),
+        Export(
+            properties: [
+                .broadcast, .read, .writeWithoutResponse, .write, .notify, .indicate,
+                .authenticatedSignedWrites, .extendedProperties,
+            ],
+            permissions: [.readable, .writeable],
+            flags: [
+                "broadcast", "read", "write-without-response", "write", "notify", "indicate",
+                "authenticated-signed-writes", "extended-properties",
+            ]),
         // Encryption permissions without the matching property add nothing.
-        Export(properties: .notify, permissions: [.readEncryptionRequired, .writeEncryptionRequired], flags: ["notify"]),
-        Export(properties: .authenticatedSignedWrites, permissions: .writeEncryptionRequired,
-               flags: ["authenticated-signed-writes"]),
+        Export(
+            properties: .notify, permissions: [.readEncryptionRequired, .writeEncryptionRequired], flags: ["notify"]),
+        Export(
+            properties: .authenticatedSignedWrites, permissions: .writeEncryptionRequired,
+            flags: ["authenticated-signed-writes"]),
         // BlueZ rejects an empty Flags array.
         Export(properties: [], permissions: [], flags: ["authorize"]),
         Export(properties: [], permissions: [.readable, .writeable], flags: ["authorize"]),
@@ -69,8 +80,10 @@ struct BlueZGattFlagsTests {
         ([], []),
         (["read"], .read),
         (["read", "notify"], [.read, .notify]),
-        (["broadcast", "write-without-response", "authenticated-signed-writes"],
-         [.broadcast, .writeWithoutResponse, .authenticatedSignedWrites]),
+        (
+            ["broadcast", "write-without-response", "authenticated-signed-writes"],
+            [.broadcast, .writeWithoutResponse, .authenticatedSignedWrites]
+        ),
         (["write", "indicate"], [.write, .indicate]),
         (["extended-properties", "reliable-write"], .extendedProperties),
         (["writable-auxiliaries", "write"], [.write, .extendedProperties]),
@@ -113,7 +126,8 @@ struct BlueZGattFlagsTests {
                 let perms = AttributePermissions(rawValue: rawPermissions)
                 let flags = BlueZGattFlags.bluezFlags(properties: p, permissions: perms)
                 guard !flags.isEmpty, Set(flags).count == flags.count,
-                      Set(flags).isSubset(of: Self.documentedCharacteristicFlags) else {
+                    Set(flags).isSubset(of: Self.documentedCharacteristicFlags)
+                else {
                     Issue.record("bad flags \(flags) for \(p) \(perms)")
                     return
                 }
@@ -134,8 +148,10 @@ struct BlueZGattFlagsTests {
         (.readEncryptionRequired, ["encrypt-read"]),
         ([.readable, .readEncryptionRequired], ["read", "encrypt-read"]),
         (.writeEncryptionRequired, ["encrypt-write"]),
-        ([.readable, .writeable, .readEncryptionRequired, .writeEncryptionRequired],
-         ["read", "write", "encrypt-read", "encrypt-write"]),
+        (
+            [.readable, .writeable, .readEncryptionRequired, .writeEncryptionRequired],
+            ["read", "write", "encrypt-read", "encrypt-write"]
+        ),
     ]
 
     @Test(arguments: descriptors)

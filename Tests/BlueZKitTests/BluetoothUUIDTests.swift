@@ -1,6 +1,6 @@
+import BlueZKit
 import Foundation
 import Testing
-import BlueZKit
 
 @Suite("BluetoothUUID")
 struct BluetoothUUIDTests {
@@ -19,26 +19,35 @@ struct BluetoothUUIDTests {
         Valid(input: "180D", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
         Valid(input: "180d", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
         Valid(input: "0000180D", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
-        Valid(input: "0000180D-0000-1000-8000-00805F9B34FB", uuidString: "180D", bluez: heartRateLong,
-              short: 0x180D, dataCount: 2),
+        Valid(
+            input: "0000180D-0000-1000-8000-00805F9B34FB", uuidString: "180D", bluez: heartRateLong,
+            short: 0x180D, dataCount: 2),
         Valid(input: heartRateLong, uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
-        Valid(input: "0000", uuidString: "0000", bluez: "00000000-0000-1000-8000-00805f9b34fb",
-              short: 0, dataCount: 2),
-        Valid(input: "FFFF", uuidString: "FFFF", bluez: "0000ffff-0000-1000-8000-00805f9b34fb",
-              short: 0xFFFF, dataCount: 2),
-        Valid(input: "12345678", uuidString: "12345678", bluez: "12345678-0000-1000-8000-00805f9b34fb",
-              short: nil, dataCount: 4),
-        Valid(input: "00010000-0000-1000-8000-00805f9b34fb", uuidString: "00010000",
-              bluez: "00010000-0000-1000-8000-00805f9b34fb", short: nil, dataCount: 4),
-        Valid(input: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7", uuidString: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7",
-              bluez: "71da3fd1-7e10-41c1-b16f-4430b506cde7", short: nil, dataCount: 16),
-        Valid(input: "71da3fd1-7e10-41c1-b16f-4430B506CDE7", uuidString: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7",
-              bluez: "71da3fd1-7e10-41c1-b16f-4430b506cde7", short: nil, dataCount: 16),
+        Valid(
+            input: "0000", uuidString: "0000", bluez: "00000000-0000-1000-8000-00805f9b34fb",
+            short: 0, dataCount: 2),
+        Valid(
+            input: "FFFF", uuidString: "FFFF", bluez: "0000ffff-0000-1000-8000-00805f9b34fb",
+            short: 0xFFFF, dataCount: 2),
+        Valid(
+            input: "12345678", uuidString: "12345678", bluez: "12345678-0000-1000-8000-00805f9b34fb",
+            short: nil, dataCount: 4),
+        Valid(
+            input: "00010000-0000-1000-8000-00805f9b34fb", uuidString: "00010000",
+            bluez: "00010000-0000-1000-8000-00805f9b34fb", short: nil, dataCount: 4),
+        Valid(
+            input: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7", uuidString: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7",
+            bluez: "71da3fd1-7e10-41c1-b16f-4430b506cde7", short: nil, dataCount: 16),
+        Valid(
+            input: "71da3fd1-7e10-41c1-b16f-4430B506CDE7", uuidString: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7",
+            bluez: "71da3fd1-7e10-41c1-b16f-4430b506cde7", short: nil, dataCount: 16),
         // One bit away from the base UUID: not shortened.
-        Valid(input: "0000180D-0000-1000-8000-00805F9B34FC", uuidString: "0000180D-0000-1000-8000-00805F9B34FC",
-              bluez: "0000180d-0000-1000-8000-00805f9b34fc", short: nil, dataCount: 16),
-        Valid(input: "0000180D-0001-1000-8000-00805F9B34FB", uuidString: "0000180D-0001-1000-8000-00805F9B34FB",
-              bluez: "0000180d-0001-1000-8000-00805f9b34fb", short: nil, dataCount: 16),
+        Valid(
+            input: "0000180D-0000-1000-8000-00805F9B34FC", uuidString: "0000180D-0000-1000-8000-00805F9B34FC",
+            bluez: "0000180d-0000-1000-8000-00805f9b34fc", short: nil, dataCount: 16),
+        Valid(
+            input: "0000180D-0001-1000-8000-00805F9B34FB", uuidString: "0000180D-0001-1000-8000-00805F9B34FB",
+            bluez: "0000180d-0001-1000-8000-00805f9b34fb", short: nil, dataCount: 16),
     ]
 
     @Test(arguments: valid)
@@ -126,11 +135,16 @@ struct BluetoothUUIDTests {
         #expect([UInt8](BluetoothUUID("180D").data) == [0x18, 0x0D])
         #expect([UInt8](BluetoothUUID("12345678").data) == [0x12, 0x34, 0x56, 0x78])
         let custom = BluetoothUUID("71DA3FD1-7E10-41C1-B16F-4430B506CDE7")
-        #expect([UInt8](custom.data) == [0x71, 0xDA, 0x3F, 0xD1, 0x7E, 0x10, 0x41, 0xC1,
-                                         0xB1, 0x6F, 0x44, 0x30, 0xB5, 0x06, 0xCD, 0xE7])
+        #expect(
+            [UInt8](custom.data) == [
+                0x71, 0xDA, 0x3F, 0xD1, 0x7E, 0x10, 0x41, 0xC1,
+                0xB1, 0x6F, 0x44, 0x30, 0xB5, 0x06, 0xCD, 0xE7,
+            ])
         // Sixteen bytes of a base UUID are shortened on the way back out.
-        let longBytes = Data([0x00, 0x00, 0x18, 0x0D, 0x00, 0x00, 0x10, 0x00,
-                              0x80, 0x00, 0x00, 0x80, 0x5F, 0x9B, 0x34, 0xFB])
+        let longBytes = Data([
+            0x00, 0x00, 0x18, 0x0D, 0x00, 0x00, 0x10, 0x00,
+            0x80, 0x00, 0x00, 0x80, 0x5F, 0x9B, 0x34, 0xFB,
+        ])
         let fromLong = try #require(BluetoothUUID(data: longBytes))
         #expect(fromLong == BluetoothUUID("180D"))
         #expect(fromLong.data.count == 2)
@@ -163,8 +177,9 @@ struct BluetoothUUIDTests {
     @Test func codableUsesTheString() throws {
         let values: [BluetoothUUID] = ["180D", "12345678", "71DA3FD1-7E10-41C1-B16F-4430B506CDE7"]
         let json = try JSONEncoder().encode(values)
-        #expect(String(decoding: json, as: UTF8.self)
-            == #"["180D","12345678","71DA3FD1-7E10-41C1-B16F-4430B506CDE7"]"#)
+        #expect(
+            String(decoding: json, as: UTF8.self)
+                == #"["180D","12345678","71DA3FD1-7E10-41C1-B16F-4430B506CDE7"]"#)
         #expect(try JSONDecoder().decode([BluetoothUUID].self, from: json) == values)
         let long = Data(#"["0000180d-0000-1000-8000-00805f9b34fb"]"#.utf8)
         #expect(try JSONDecoder().decode([BluetoothUUID].self, from: long) == ["180D"])

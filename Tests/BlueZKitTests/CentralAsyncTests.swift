@@ -18,12 +18,16 @@ import Testing
             services: [
                 SimulatedService(
                     uuid: "180D",
-                    characteristics: [measurement, SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [0x02])])
+                    characteristics: [
+                        measurement, SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [0x02]),
+                    ])
             ])
         return (sensor, measurement)
     }
 
-    static func found(_ bluez: SimulatedBlueZ, _ sensor: SimulatedPeripheral) async throws -> (CentralManager, Quiet, Peripheral) {
+    static func found(_ bluez: SimulatedBlueZ, _ sensor: SimulatedPeripheral) async throws -> (
+        CentralManager, Quiet, Peripheral
+    ) {
         let delegate = Quiet()
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
@@ -72,7 +76,8 @@ import Testing
         try bluez.addPeripheral(sensor)
         let (central, _, peripheral) = try await Self.found(bluez, sensor)
         try await central.connect(to: peripheral)
-        let service = try #require(try await peripheral.discoverServices(matching: nil).first { $0.uuid == BluetoothUUID(0x180D) })
+        let service = try #require(
+            try await peripheral.discoverServices(matching: nil).first { $0.uuid == BluetoothUUID(0x180D) })
         let measurement = try #require(
             try await peripheral.discoverCharacteristics(matching: [BluetoothUUID(0x2A37)], in: service).first)
         let consumer = Task {

@@ -20,7 +20,8 @@ final class RecordingPeripheralDelegate: PeripheralDelegate, @unchecked Sendable
         record("services " + (peripheral.services ?? []).map(\.uuid.uuidString).joined(separator: ","), error)
     }
     func peripheral(_ peripheral: Peripheral, didDiscoverCharacteristicsFor service: Service, error: (any Error)?) {
-        record("characteristics " + (service.characteristics ?? []).map(\.uuid.uuidString).joined(separator: ","), error)
+        record(
+            "characteristics " + (service.characteristics ?? []).map(\.uuid.uuidString).joined(separator: ","), error)
     }
     func peripheral(
         _ peripheral: Peripheral, didDiscoverDescriptorsFor characteristic: Characteristic, error: (any Error)?
@@ -62,7 +63,9 @@ final class RecordingPeripheralDelegate: PeripheralDelegate, @unchecked Sendable
             address: "C0:FF:EE:00:00:01", name: "HRM", serviceUUIDs: ["180D"],
             services: [
                 SimulatedService(uuid: "180D", characteristics: [measurement, location, control]),
-                SimulatedService(uuid: "180F", characteristics: [SimulatedCharacteristic(uuid: "2A19", flags: ["read"], value: [90])]),
+                SimulatedService(
+                    uuid: "180F", characteristics: [SimulatedCharacteristic(uuid: "2A19", flags: ["read"], value: [90])]
+                ),
             ])
         let fixture = try await CentralFixture.make()
         try fixture.bluez.addPeripheral(sensor)

@@ -14,7 +14,8 @@ import Testing
         // A new manager (a restarted app) finds the device bluetoothd remembers, without scanning.
         let delegate = RecordingCentralDelegate()
         let later = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
         try await waitUntil("powered on") { later.state == .poweredOn }
         let unknown = UUID()
         let found = later.retrievePeripherals(withIdentifiers: [unknown, identifier])
@@ -68,7 +69,8 @@ import Testing
         // A manager that never saw an advertisement from it has no RSSI to give.
         let delegate = RecordingCentralDelegate()
         let later = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
         try await waitUntil("powered on") { later.state == .poweredOn }
         let retrieved = try #require(later.retrievePeripherals(withIdentifiers: [peripheral.identifier]).first)
         retrieved.delegate = recorder
@@ -85,7 +87,8 @@ import Testing
             func centralManagerDidUpdateState(_ central: CBCentralManager) {
                 if central.state == .poweredOn {
                     central.scanForPeripherals(
-                        withServices: [CBUUID(string: "180D")!], options: [CBCentralManagerScanOptionAllowDuplicatesKey: false])
+                        withServices: [CBUUID(string: "180D")!],
+                        options: [CBCentralManagerScanOptionAllowDuplicatesKey: false])
                 }
             }
             func peripheral(_ peripheral: CBPeripheral, didDiscoverServices error: (any Error)?) {

@@ -40,7 +40,8 @@ import Testing
         lock.advertise()
         hrm.rssi = -40
         hrm.advertise()
-        fixture.central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)], options: ScanOptions(allowDuplicates: true))
+        fixture.central.scanForPeripherals(
+            withServices: [BluetoothUUID(0x180D)], options: ScanOptions(allowDuplicates: true))
         hrm.rssi = -41
         hrm.advertise()
         try await waitUntil("the later HRM advertisement") { fixture.delegate.discoveries(named: "HRM").count >= 2 }
@@ -69,7 +70,8 @@ import Testing
         let fixture = try await CentralFixture.make()
         let sensor = Self.heartRateSensor()
         try fixture.bluez.addPeripheral(sensor)
-        fixture.central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        fixture.central.scanForPeripherals(
+            withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
         try await waitUntil("first report") { fixture.delegate.discoveries(named: "HRM").count == 1 }
         for rssi in [-61, -62, -63] as [Int16] {
             sensor.rssi = rssi
@@ -100,7 +102,9 @@ import Testing
         try await waitUntil("reported again once it advertises") {
             fixture.delegate.discoveries(named: "HRM").count == 2
         }
-        #expect(fixture.delegate.discoveries(named: "HRM")[0].peripheral === fixture.delegate.discoveries(named: "HRM")[1].peripheral)
+        #expect(
+            fixture.delegate.discoveries(named: "HRM")[0].peripheral
+                === fixture.delegate.discoveries(named: "HRM")[1].peripheral)
     }
 
     @Test func yieldsDiscoveriesToTheAsyncStreamToo() async throws {
@@ -124,7 +128,8 @@ import Testing
         // A second manager on the same adapter derives the same identifier.
         let delegate = RecordingCentralDelegate()
         let other = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
         try await waitUntil("second manager on") { other.state == .poweredOn }
         other.scanForPeripherals(withServices: nil)
         sensor.advertise()

@@ -44,7 +44,8 @@ import Testing
         ) {
             log.withLock { $0.append("discovered \(advertisementData.localName ?? "?")") }
         }
-        func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?) {
+        func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?)
+        {
             let hex = (characteristic.value ?? Data()).map { String(format: "%02x", $0) }.joined()
             log.withLock { $0.append("value \(characteristic.uuid) \(hex)") }
         }
@@ -80,7 +81,9 @@ import Testing
                 services: [
                     SimulatedService(
                         uuid: "180D",
-                        characteristics: [measurement, SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [1])])
+                        characteristics: [
+                            measurement, SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [1]),
+                        ])
                 ])
             try bluez.addPeripheral(sensor)
             return Fixture(
@@ -137,7 +140,7 @@ import Testing
             try await waitUntil("characteristics") { service.characteristics?.count == 2 }
             let measurement = try #require(service.characteristics?.first { $0.uuid == BluetoothUUID(0x2A37) })
             lock.setNotifyValue(true, for: measurement)
-            try await waitUntil("subscribed") { fixture.measurement.isNotifying }
+            try await waitUntil("subscribed") { fixture.measurement.isNotifying && measurement.isNotifying }
             fixture.measurement.notify([0x00, 60])
             try await waitUntil("a value before the kill") { first.events.contains("value 2A37 003c") }
             #expect(CentralManager.savedRestoreIdentifiers(in: fixture.store) == ["door-lock"])
@@ -179,7 +182,8 @@ import Testing
             released.value = central
             try await waitUntil("powered on") { central.state == .poweredOn }
             let discoveries = central.discoveries()
-            central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)], options: ScanOptions(allowDuplicates: true))
+            central.scanForPeripherals(
+                withServices: [BluetoothUUID(0x180D)], options: ScanOptions(allowDuplicates: true))
             fixture.sensor.advertise()
             var iterator = discoveries.makeAsyncIterator()
             let lock = try #require(await iterator.next()?.peripheral)

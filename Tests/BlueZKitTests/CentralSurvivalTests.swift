@@ -28,7 +28,9 @@ import Testing
         var events: [String] { log.withLock { $0 } }
     }
 
-    static func connected() async throws -> (SimulatedBlueZ, CentralManager, DoorLockDelegate, SimulatedPeripheral, Peripheral) {
+    static func connected() async throws -> (
+        SimulatedBlueZ, CentralManager, DoorLockDelegate, SimulatedPeripheral, Peripheral
+    ) {
         let bluez = try await SimulatedBlueZ.start()
         let sensor = CentralManagerScanTests.heartRateSensor()
         try bluez.addPeripheral(sensor)

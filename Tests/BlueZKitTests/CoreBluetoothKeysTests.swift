@@ -1,5 +1,5 @@
-import Testing
 import BlueZKit
+import Testing
 
 @Suite("Core Bluetooth compatibility names")
 struct CoreBluetoothKeysTests {

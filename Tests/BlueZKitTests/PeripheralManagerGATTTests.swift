@@ -21,7 +21,9 @@ import Testing
                 return value
             }
             request.value = Data([UInt8(count), 0xAA, 0xBB].dropFirst(request.offset))
-            log.withLock { $0.append("read offset \(request.offset) mtu-3 \(request.central.maximumUpdateValueLength)") }
+            log.withLock {
+                $0.append("read offset \(request.offset) mtu-3 \(request.central.maximumUpdateValueLength)")
+            }
             peripheral.respond(to: request, withResult: .success)
         }
         func peripheralManager(_ peripheral: PeripheralManager, didReceiveWrite requests: [ATTRequest]) {
@@ -33,20 +35,26 @@ import Testing
 
     static let serviceUUID = "0000abcd-0000-1000-8000-00805f9b34fb"
 
-    static func published() async throws -> (SimulatedBlueZ, PeripheralManager, Server, MutableCharacteristic, SimulatedCentral) {
+    static func published() async throws -> (
+        SimulatedBlueZ, PeripheralManager, Server, MutableCharacteristic, SimulatedCentral
+    ) {
         let bluez = try await SimulatedBlueZ.start()
         let server = Server()
         let manager = PeripheralManager(
             delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
-        let counter = MutableCharacteristic(type: BluetoothUUID(0xAB01), properties: [.read, .notify], value: nil, permissions: [.readable])
-        let fixed = MutableCharacteristic(type: BluetoothUUID(0xAB02), properties: [.read], value: Data([1, 2, 3]), permissions: [.readable])
-        let command = MutableCharacteristic(type: BluetoothUUID(0xAB03), properties: [.write], value: nil, permissions: [.writeable])
+        let counter = MutableCharacteristic(
+            type: BluetoothUUID(0xAB01), properties: [.read, .notify], value: nil, permissions: [.readable])
+        let fixed = MutableCharacteristic(
+            type: BluetoothUUID(0xAB02), properties: [.read], value: Data([1, 2, 3]), permissions: [.readable])
+        let command = MutableCharacteristic(
+            type: BluetoothUUID(0xAB03), properties: [.write], value: nil, permissions: [.writeable])
         let service = MutableService(type: BluetoothUUID(0xABCD), primary: true)
         service.characteristics = [counter, fixed, command]
         manager.add(service)
         try await waitUntil("added") { server.log.withLock { $0 } == ["added ABCD"] }
-        #expect(bluez.adapters.first?.registeredApplications.first?.serviceUUIDs.map { $0.lowercased() } == [serviceUUID])
+        #expect(
+            bluez.adapters.first?.registeredApplications.first?.serviceUUIDs.map { $0.lowercased() } == [serviceUUID])
         let central = try bluez.addCentral(address: "11:22:33:44:55:66", mtu: 185)
         return (bluez, manager, server, counter, central)
     }
@@ -62,7 +70,10 @@ import Testing
         // Static values never reach the delegate.
         #expect(server.log.withLock { $0 } == ["added ABCD"])
         #expect(try await central.read(serviceUUID: Self.serviceUUID, characteristicUUID: "ab01") == [1, 0xAA, 0xBB])
-        #expect(try await central.read(serviceUUID: Self.serviceUUID, characteristicUUID: "ab01", offset: 1) == [0xAA, 0xBB])
+        #expect(
+            try await central.read(serviceUUID: Self.serviceUUID, characteristicUUID: "ab01", offset: 1) == [
+                0xAA, 0xBB,
+            ])
         #expect(server.log.withLock { $0 }.suffix(2) == ["read offset 0 mtu-3 182", "read offset 1 mtu-3 182"])
     }
 
@@ -83,7 +94,8 @@ import Testing
         #expect(manager.updateValue(Data([0x42]), for: counter, onSubscribedCentrals: nil))
         var iterator = values.makeAsyncIterator()
         #expect(await iterator.next() == [0x42])
-        let unpublished = MutableCharacteristic(type: BluetoothUUID(0xFFFF), properties: [.notify], value: nil, permissions: [])
+        let unpublished = MutableCharacteristic(
+            type: BluetoothUUID(0xFFFF), properties: [.notify], value: nil, permissions: [])
         #expect(!manager.updateValue(Data([1]), for: unpublished, onSubscribedCentrals: nil))
     }
 
@@ -99,7 +111,9 @@ import Testing
         let manager = PeripheralManager(
             delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
-        manager.startAdvertising([CBAdvertisementDataLocalNameKey: "HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)]])
+        manager.startAdvertising([
+            CBAdvertisementDataLocalNameKey: "HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)],
+        ])
         try await waitUntil("advertising") { recorder.errors.withLock { $0.count } == 1 }
         #expect(recorder.errors.withLock { $0.first! } == nil)
         #expect(manager.isAdvertising)

@@ -44,7 +44,8 @@ import Testing
     }
 
     @Test func aRelaunchedPeripheralPublishesAndAdvertisesAgainOnItsOwn() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bluezkit-prest-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "bluezkit-prest-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: directory) }
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
@@ -66,9 +67,14 @@ import Testing
             ]
             manager.add(service)
             try await waitUntil("added") { first.events.contains("added 180D") }
-            manager.startAdvertising([CBAdvertisementDataLocalNameKey: "HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)]])
+            manager.startAdvertising([
+                CBAdvertisementDataLocalNameKey: "HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)],
+            ])
             try await waitUntil("advertising") { first.events.contains("advertising") }
-            #expect(PeripheralManager.savedRestoreIdentifiers(in: RestorationStore(directory: directory)) == ["heart-rate-sensor"])
+            #expect(
+                PeripheralManager.savedRestoreIdentifiers(in: RestorationStore(directory: directory)) == [
+                    "heart-rate-sensor"
+                ])
             #expect(CentralManager.savedRestoreIdentifiers(in: RestorationStore(directory: directory)).isEmpty)
         }
         try await waitUntil("the first manager is released") { released.value == nil }
@@ -93,7 +99,9 @@ import Testing
         let central = try bluez.addCentral(address: "11:22:33:44:55:66")
         #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A38") == [0x03])
         _ = try await central.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
-        try await waitUntil("a subscription to the restored characteristic") { second.events.contains("subscribed 2A37") }
+        try await waitUntil("a subscription to the restored characteristic") {
+            second.events.contains("subscribed 2A37")
+        }
         let measurement = try #require(service.characteristics?.first)
         #expect(manager.updateValue(Data([0, 70]), for: measurement, onSubscribedCentrals: nil))
     }

@@ -110,7 +110,9 @@ struct RestorationStoreTests {
     @Test func hostileIdentifiersStayInsideTheDirectory() throws {
         try withTemporaryRoot { root, store in
             for (index, identifier) in Self.hostileIdentifiers.enumerated() {
-                try store.save(SampleState(peripherals: [identifier], isScanning: index.isMultiple(of: 2)), role: .central, for: identifier)
+                try store.save(
+                    SampleState(peripherals: [identifier], isScanning: index.isMultiple(of: 2)), role: .central,
+                    for: identifier)
             }
             for (index, identifier) in Self.hostileIdentifiers.enumerated() {
                 let loaded = try store.load(SampleState.self, role: .central, for: identifier)
@@ -124,16 +126,20 @@ struct RestorationStoreTests {
                 #expect(RestorationStore.isStateFileName(file), "\(file)")
                 #expect(file.utf8.count <= 255)
                 var isDirectory: ObjCBool = true
-                let exists = FileManager.default.fileExists(atPath: store.directory.path + "/" + file, isDirectory: &isDirectory)
+                let exists = FileManager.default.fileExists(
+                    atPath: store.directory.path + "/" + file, isDirectory: &isDirectory)
                 #expect(exists && !isDirectory.boolValue)
             }
-            #expect(store.savedIdentifiers().map { Array($0.utf8) } == Self.hostileIdentifiers.sorted().map { Array($0.utf8) })
+            #expect(
+                store.savedIdentifiers().map { Array($0.utf8) }
+                    == Self.hostileIdentifiers.sorted().map { Array($0.utf8) })
         }
     }
 
     @Test func canonicallyEquivalentIdentifiersAreDistinct() throws {
         try withTemporaryRoot { _, store in
-            let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+            let composed = "caf\u{E9}"
+            let decomposed = "cafe\u{301}"
             try store.save(SampleState(peripherals: ["composed"], isScanning: true), role: .central, for: composed)
             try store.save(SampleState(peripherals: ["decomposed"], isScanning: true), role: .central, for: decomposed)
             #expect(try store.load(SampleState.self, role: .central, for: composed)?.peripherals == ["composed"])
@@ -169,7 +175,9 @@ struct RestorationStoreTests {
         #expect(FNV1a128.hexDigest(of: []) == "6c62272e07bb014262b821756295c58d")
         #expect(FNV1a128.hexDigest(of: Array("a".utf8)) == "d228cb696f1a8caf78912b704e4a8964")
         #expect(FNV1a128.hexDigest(of: Array("foobar".utf8)) == "343e1662793c64bf6f0d3597ba446f18")
-        #expect(FNV1a128.hexDigest(of: Array(String(repeating: "x", count: 1000).utf8)) == "00e2531c2570995111249bb059f17d2d")
+        #expect(
+            FNV1a128.hexDigest(of: Array(String(repeating: "x", count: 1000).utf8))
+                == "00e2531c2570995111249bb059f17d2d")
     }
 
     @Test func modesAreUserOnlyEvenWithUmaskZero() throws {
@@ -295,7 +303,9 @@ struct RestorationStoreTests {
             try store.removeState(for: "evidence")
             #expect(try store.load(SampleState.self, role: .central, for: "gone") == nil)
             #expect(store.savedIdentifiers() == ["kept"])
-            #expect(contents(store).contains(RestorationStore.fileName(for: "evidence") + RestorationStore.unreadableSuffix))
+            #expect(
+                contents(store).contains(RestorationStore.fileName(for: "evidence") + RestorationStore.unreadableSuffix)
+            )
         }
     }
 
@@ -328,7 +338,8 @@ struct RestorationStoreTests {
 
     @Test func standardStoreIsInTheStateDirectory() {
         let expected = RestorationStore.standardDirectory(
-            environment: ProcessInfo.processInfo.environment, homeDirectory: FileManager.default.homeDirectoryForCurrentUser)
+            environment: ProcessInfo.processInfo.environment,
+            homeDirectory: FileManager.default.homeDirectoryForCurrentUser)
         #expect(RestorationStore.standard.directory == expected)
         #expect(RestorationStore.standard == RestorationStore(directory: expected))
     }

@@ -1,5 +1,5 @@
-import Testing
 import BlueZKit
+import Testing
 
 @Suite("Enumerations, option sets and BluetoothError")
 struct ValueTypeTests {
@@ -19,16 +19,18 @@ struct ValueTypeTests {
         #expect(AttributePermissions.writeable.rawValue == 2)
         #expect(AttributePermissions.readEncryptionRequired.rawValue == 4)
         #expect(AttributePermissions.writeEncryptionRequired.rawValue == 8)
-        #expect(AttributePermissions([.readable, .writeEncryptionRequired]).description
-            == "[readable, writeEncryptionRequired]")
+        #expect(
+            AttributePermissions([.readable, .writeEncryptionRequired]).description
+                == "[readable, writeEncryptionRequired]")
     }
 
     @Test func writeTypeAndStateHaveCoreBluetoothsRawValues() {
         #expect(CharacteristicWriteType.withResponse.rawValue == 0)
         #expect(CharacteristicWriteType.withoutResponse.rawValue == 1)
         #expect(ManagerState.allCases.map(\.rawValue) == [0, 1, 2, 3, 4, 5])
-        #expect(ManagerState.allCases.map(\.description)
-            == ["unknown", "resetting", "unsupported", "unauthorized", "poweredOff", "poweredOn"])
+        #expect(
+            ManagerState.allCases.map(\.description)
+                == ["unknown", "resetting", "unsupported", "unauthorized", "poweredOff", "poweredOn"])
         #expect(ManagerState(rawValue: 5) == .poweredOn)
         #expect(ManagerState(rawValue: 6) == nil)
     }

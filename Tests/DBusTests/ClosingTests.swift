@@ -44,7 +44,8 @@ import Testing
         #expect(connection.send(message) == false)
 
         let call = await #expect(throws: DBusError.self) {
-            try await connection.call(destination: .bus, path: path("/org/freedesktop/DBus"), interface: .peer, member: "Ping")
+            try await connection.call(
+                destination: .bus, path: path("/org/freedesktop/DBus"), interface: .peer, member: "Ping")
         }
         #expect(call?.code == .disconnected)
         let subscribe = await #expect(throws: DBusError.self) {
@@ -129,7 +130,8 @@ import Testing
         #expect(Set(disconnected.values) == ["client", "server"])
         #expect(!client.isOpen && !server.isOpen)
         let after = await #expect(throws: DBusError.self) {
-            try await client.call(destination: .bus, path: path("/org/freedesktop/DBus"), interface: .peer, member: "Ping")
+            try await client.call(
+                destination: .bus, path: path("/org/freedesktop/DBus"), interface: .peer, member: "Ping")
         }
         #expect(after?.code == .disconnected)
     }

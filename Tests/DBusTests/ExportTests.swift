@@ -56,14 +56,18 @@ import Testing
         let client = try await bus.connect("client")
         let answeredTwice = Collected<Bool>()
         try await server.export(
-            [DBusInterface(testInterface, methods: [
-                DBusMethod("Twice", out: "s") { invocation in
-                    invocation.reply([.string("first")])
-                    answeredTwice.append(invocation.isAnswered)
-                    invocation.reply([.string("second")])
-                    invocation.reply(error: DBusError(.failed, "third"))
-                }
-            ])],
+            [
+                DBusInterface(
+                    testInterface,
+                    methods: [
+                        DBusMethod("Twice", out: "s") { invocation in
+                            invocation.reply([.string("first")])
+                            answeredTwice.append(invocation.isAnswered)
+                            invocation.reply([.string("second")])
+                            invocation.reply(error: DBusError(.failed, "third"))
+                        }
+                    ])
+            ],
             at: path("/twice"))
         for _ in 0..<3 {
             let reply = try await client.call(
@@ -135,14 +139,17 @@ import Testing
         let server = try await bus.connect("server")
         let client = try await bus.connect("client")
         try await server.exportSubtree(at: path("/tree")) { invocation in
-            invocation.reply([.objectPath(invocation.path ?? .root), .string(invocation.message.member?.rawValue ?? "")])
+            invocation.reply([
+                .objectPath(invocation.path ?? .root), .string(invocation.message.member?.rawValue ?? ""),
+            ])
         }
         // An object of its own takes precedence over the subtree.
         try await server.export(
             [DBusInterface(testInterface, methods: [DBusMethod("Who", out: "s") { $0.reply([.string("object")]) }])],
             at: path("/tree/own"))
         func who(_ at: String) async throws -> [DBusValue] {
-            try await client.call(destination: server.uniqueName, path: path(at), interface: testInterface, member: "Who")
+            try await client.call(
+                destination: server.uniqueName, path: path(at), interface: testInterface, member: "Who")
         }
         #expect(try await who("/tree") == [.objectPath(try path("/tree")), .string("Who")])
         #expect(try await who("/tree/a/b/c") == [.objectPath(try path("/tree/a/b/c")), .string("Who")])
@@ -161,11 +168,13 @@ import Testing
         try await server.export(
             [DBusInterface(testInterface, methods: [DBusMethod("Ping") { $0.reply() }])], at: path("/gone"))
         #expect(
-            try await client.call(destination: server.uniqueName, path: path("/gone"), interface: testInterface, member: "Ping")
+            try await client.call(
+                destination: server.uniqueName, path: path("/gone"), interface: testInterface, member: "Ping")
                 == [])
         server.unexport(try path("/gone"))
         let error = await #expect(throws: DBusError.self) {
-            try await client.call(destination: server.uniqueName, path: path("/gone"), interface: testInterface, member: "Ping")
+            try await client.call(
+                destination: server.uniqueName, path: path("/gone"), interface: testInterface, member: "Ping")
         }
         #expect(error?.code == .unknownObject)
     }
@@ -177,11 +186,13 @@ import Testing
         let stranger = try await bus.connect("stranger")
         let pingMethod = DBusMethod("Ping", out: "s") { $0.reply([.string("pong")]) }
         try await server.export(
-            [DBusInterface(testInterface, methods: [pingMethod])], at: path("/guarded"), allowedCaller: allowed.uniqueName)
+            [DBusInterface(testInterface, methods: [pingMethod])], at: path("/guarded"),
+            allowedCaller: allowed.uniqueName)
         func ping(from caller: DBusConnection, interface: InterfaceName = testInterface, member: MemberName = "Ping")
             async throws -> [DBusValue]
         {
-            try await caller.call(destination: server.uniqueName, path: path("/guarded"), interface: interface, member: member)
+            try await caller.call(
+                destination: server.uniqueName, path: path("/guarded"), interface: interface, member: member)
         }
         #expect(try await ping(from: allowed) == [.string("pong")])
         let denied = await #expect(throws: DBusError.self) { try await ping(from: stranger) }
@@ -216,7 +227,10 @@ import Testing
                 member: "Ping")
         }
         func code(_ body: () async throws -> [DBusValue]) async -> DBusError.Code? {
-            do { _ = try await body(); return nil } catch { return (error as? DBusError)?.code }
+            do {
+                _ = try await body()
+                return nil
+            } catch { return (error as? DBusError)?.code }
         }
         #expect(await code { try await ping(from: first) } == .accessDenied)
 
@@ -249,7 +263,8 @@ import Testing
         try await application.export([characteristic], at: path("/app/service0/char0"))
 
         let register = DBusMethod("RegisterApplication", in: "oa{sv}") { invocation in
-            guard let sender = invocation.sender, let root = (try? invocation.arguments())?.first?.objectPathValue else {
+            guard let sender = invocation.sender, let root = (try? invocation.arguments())?.first?.objectPathValue
+            else {
                 return invocation.reply(error: DBusError(.invalidArgs, "no application"))
             }
             Task {

@@ -61,7 +61,8 @@ import Testing
         let wrong: [[DBusValue]] = [
             [], [.string("x")], [.int32(1), .stringVariantDictionary([:])],
             [.string("x"), .stringVariantDictionary([:]), .string("extra")],
-            [.string("x"), .dictionary(key: "s", value: "s", [])], [.variant(.string("x")), .stringVariantDictionary([:])],
+            [.string("x"), .dictionary(key: "s", value: "s", [])],
+            [.variant(.string("x")), .stringVariantDictionary([:])],
         ]
         for arguments in wrong {
             #expect(await fixture.code("Take", arguments) == .invalidArgs, "\(arguments.map(\.signature))")
@@ -119,8 +120,9 @@ import Testing
         #expect(try await fixture.call("Variant", [mixed]) == [mixed])
         // Where it does not fit, it is refused with an error reply, not a crash.
         #expect(await fixture.code("Take", [deepest, .stringVariantDictionary([:])]) == .invalidArgs)
-        #expect(await fixture.code("Set", [.string(testInterface.rawValue), .string("X"), deepest], interface: .properties)
-            == .unknownProperty)
+        #expect(
+            await fixture.code("Set", [.string(testInterface.rawValue), .string("X"), deepest], interface: .properties)
+                == .unknownProperty)
         // Deeper than that never leaves this process.
         let error = await #expect(throws: DBusError.self) { try await fixture.call("Variant", [Nesting.variants(65)]) }
         #expect(error?.code == .invalidArgs)

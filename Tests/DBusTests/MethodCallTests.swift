@@ -102,7 +102,9 @@ import Testing
         }
         // Zero and negative become the shortest timeout there is.
         for timeout: Duration in [.zero, .seconds(-5)] {
-            let error = await #expect(throws: DBusError.self) { try await fixture.call("Hold", [.uint32(9)], timeout: timeout) }
+            let error = await #expect(throws: DBusError.self) {
+                try await fixture.call("Hold", [.uint32(9)], timeout: timeout)
+            }
             #expect(error?.code == .timeout)
         }
     }
@@ -166,7 +168,9 @@ import Testing
         let count = 1000
         let results = try await withThrowingTaskGroup(of: (UInt32, [DBusValue]).self) { group in
             for i in 0..<count {
-                group.addTask { (UInt32(i), try await fixture.call("Hold", [.uint32(UInt32(i))], timeout: .seconds(20))) }
+                group.addTask {
+                    (UInt32(i), try await fixture.call("Hold", [.uint32(UInt32(i))], timeout: .seconds(20)))
+                }
             }
             // Every call reaches the server before any is answered: all are in flight at once.
             try await waitUntil("the server holds every call", timeout: .seconds(20)) { fixture.held.count == count }

@@ -47,7 +47,9 @@ import Testing
 
     @Test func validSignatures() throws {
         let deepest = String(repeating: "a", count: 32) + "i"
-        for text in ["", "a{sv}", "a{oa{sa{sv}}}", "(ii)", "av", "aay", "sa{sv}as", deepest, String(repeating: "y", count: 255)] {
+        for text in [
+            "", "a{sv}", "a{oa{sa{sv}}}", "(ii)", "av", "aay", "sa{sv}as", deepest, String(repeating: "y", count: 255),
+        ] {
             #expect(try DBusSignature(text).rawValue == text)
         }
         #expect(try DBusSignature(String("a{sv}")).isSingleCompleteType)
@@ -55,8 +57,10 @@ import Testing
         #expect(!DBusSignature.empty.isSingleCompleteType)
     }
 
-    @Test(arguments: ["", "a", "com..example", "1com.example", "com.example.", ".com.example", "com.ex ample",
-        "com.example\u{0}", String(repeating: "a.", count: 128) + "b"])
+    @Test(arguments: [
+        "", "a", "com..example", "1com.example", "com.example.", ".com.example", "com.ex ample",
+        "com.example\u{0}", String(repeating: "a.", count: 128) + "b",
+    ])
     func invalidBusNamesAreRefused(_ text: String) {
         let error = #expect(throws: DBusError.self) { try BusName(text) }
         #expect(error?.code == .invalidArgs)
@@ -108,7 +112,8 @@ import Testing
         #expect(refusal([.structure([.int32(1), .string("\u{0}")])]) == .invalidArgs)
         // The same text in a signal and a reply.
         #expect(throws: DBusError.self) {
-            try DBusMessage.signal(path: path("/s"), interface: testInterface, member: "S", arguments: [.string("\u{0}")])
+            try DBusMessage.signal(
+                path: path("/s"), interface: testInterface, member: "S", arguments: [.string("\u{0}")])
         }
     }
 
@@ -193,8 +198,9 @@ import Testing
         let bluez = DBusError(name: "org.bluez.Error.Failed", message: "x")
         #expect(bluez.code == .other("org.bluez.Error.Failed"))
         #expect(DBusError(.other("org.bluez.Error.InProgress"), "").name == "org.bluez.Error.InProgress")
-        #expect(DBusError(name: "org.freedesktop.DBus.Error.FileNotFound", message: "").code
-            == .other("org.freedesktop.DBus.Error.FileNotFound"))
+        #expect(
+            DBusError(name: "org.freedesktop.DBus.Error.FileNotFound", message: "").code
+                == .other("org.freedesktop.DBus.Error.FileNotFound"))
         #expect(DBusError(.failed, "boom").description == "org.freedesktop.DBus.Error.Failed: boom")
     }
 

@@ -18,8 +18,7 @@ import Testing
 
     static func changed(
         _ values: [String: DBusValue], invalidated: [String] = [], interface: String = characteristic.rawValue
-    ) throws -> DBusMessage
-    {
+    ) throws -> DBusMessage {
         try signal([.string(interface), .stringVariantDictionary(values), .stringArray(invalidated)])
     }
 
@@ -38,7 +37,8 @@ import Testing
         // An empty value is still a value.
         #expect(try Self.changed(["Value": .bytes([])]).propertiesChangedValueBytes(of: Self.characteristic) == [])
         let large = (0..<512).map { UInt8(truncatingIfNeeded: $0) }
-        #expect(try Self.changed(["Value": .bytes(large)]).propertiesChangedValueBytes(of: Self.characteristic) == large)
+        #expect(
+            try Self.changed(["Value": .bytes(large)]).propertiesChangedValueBytes(of: Self.characteristic) == large)
     }
 
     @Test func otherShapesGiveNilButStillDecode() throws {
@@ -76,10 +76,15 @@ import Testing
             [],
             [.string(Self.characteristic.rawValue)],
             [.string(Self.characteristic.rawValue), .stringVariantDictionary(["Value": .bytes([1])])],
-            [.string(Self.characteristic.rawValue), .stringVariantDictionary(["Value": .bytes([1])]), .stringArray([]),
-             .byte(0)],
-            [.string(Self.characteristic.rawValue),
-             .dictionary(key: "s", value: "ay", [.init(.string("Value"), .bytes([1]))]), .stringArray([])],
+            [
+                .string(Self.characteristic.rawValue), .stringVariantDictionary(["Value": .bytes([1])]),
+                .stringArray([]),
+                .byte(0),
+            ],
+            [
+                .string(Self.characteristic.rawValue),
+                .dictionary(key: "s", value: "ay", [.init(.string("Value"), .bytes([1]))]), .stringArray([]),
+            ],
             [.objectPath(try path("/x")), .stringVariantDictionary(["Value": .bytes([1])]), .stringArray([])],
             [.int32(1), .int32(2), .int32(3)],
         ]
@@ -91,7 +96,9 @@ import Testing
     }
 
     @Test func onlyPropertiesChangedSignalsAreRecognised() throws {
-        let body: [DBusValue] = [.string(Self.characteristic.rawValue), .stringVariantDictionary([:]), .stringArray([])]
+        let body: [DBusValue] = [
+            .string(Self.characteristic.rawValue), .stringVariantDictionary([:]), .stringArray([]),
+        ]
         #expect(try Self.signal(body).isPropertiesChanged)
         #expect(!(try Self.signal(body, member: "InterfacesAdded")).isPropertiesChanged)
         #expect(!(try Self.signal(body, interface: testInterface)).isPropertiesChanged)

@@ -65,8 +65,9 @@ import Testing
         #expect(fixture.volume.value == 9)
         #expect(try await fixture.properties("Get", [iface, .string("Volume")]) == [.variant(.int32(9))])
         // The setter's own error goes back to the caller.
-        #expect(await fixture.errorCode("Set", [iface, .string("Volume"), .variant(.int32(11))])
-            == .other("com.example.Error.OutOfRange"))
+        #expect(
+            await fixture.errorCode("Set", [iface, .string("Volume"), .variant(.int32(11))])
+                == .other("com.example.Error.OutOfRange"))
         #expect(fixture.volume.value == 9)
     }
 
@@ -124,7 +125,8 @@ import Testing
         }
         #expect(try await managedObjects().isEmpty)
 
-        let battery = DBusInterface("org.bluez.Battery1", properties: [DBusProperty("Percentage", "y", get: { .byte(80) })])
+        let battery = DBusInterface(
+            "org.bluez.Battery1", properties: [DBusProperty("Percentage", "y", get: { .byte(80) })])
         let device = DBusInterface("org.bluez.Device1", properties: [DBusProperty("Name", "s", get: { .string("d") })])
         try await server.export([device, battery], at: path("/app/dev0"))
         // Outside the manager: neither reported nor announced.
@@ -165,7 +167,8 @@ import Testing
         ) { got.append($0) }
         server.emitPropertiesChanged(
             path: try path("/props"), interface: testInterface, changed: ["Volume": .int32(3)], invalidated: ["Name"])
-        server.emitPropertiesChanged(path: try path("/props"), interface: testInterface, changed: ["Value": .bytes([1, 2])])
+        server.emitPropertiesChanged(
+            path: try path("/props"), interface: testInterface, changed: ["Value": .bytes([1, 2])])
         try await waitUntil("both PropertiesChanged arrived") { got.count == 2 }
         let first = try #require(got.values.first)
         #expect(first.isPropertiesChanged)

@@ -52,9 +52,10 @@ import Testing
         for (label, rule) in rules {
             let box = Collected<UInt32>()
             boxes[label] = box
-            subscriptions.append(try await listener.subscribe(rule) { message in
-                if let index = Self.index(message) { box.append(index) }
-            })
+            subscriptions.append(
+                try await listener.subscribe(rule) { message in
+                    if let index = Self.index(message) { box.append(index) }
+                })
         }
         let (done, sentinel) = try await Self.sentinel(on: listener, from: emitter)
         let signals: [(String, InterfaceName, MemberName, [DBusValue])] = [
@@ -93,7 +94,8 @@ import Testing
             if let index = Self.index($0) { got.append(index) }
         }
         for i in 0..<200 {
-            emitter.emit(path: try path("/t"), interface: testInterface, member: "Tick", arguments: [.uint32(UInt32(i))])
+            emitter.emit(
+                path: try path("/t"), interface: testInterface, member: "Tick", arguments: [.uint32(UInt32(i))])
         }
         try await waitUntil("200 signals arrived") { got.count == 200 }
         #expect(got.values == Array(0..<200))
@@ -224,7 +226,9 @@ import Testing
                         let subscription = try await listener.subscribe(DBusMatchRule(sender: name, path: signalPath)) {
                             if let i = Self.index($0) { box.append(i) }
                         }
-                        owner.emit(path: signalPath, interface: testInterface, member: "Tick", arguments: [.uint32(UInt32(index))])
+                        owner.emit(
+                            path: signalPath, interface: testInterface, member: "Tick",
+                            arguments: [.uint32(UInt32(index))])
                         return subscription
                     }
                 }
@@ -274,7 +278,8 @@ import Testing
         let subscription = try await listener.subscribe(DBusMatchRule(member: "Quoted", arg0: "it's, 'quoted'")) {
             if let i = Self.index($0) { got.append(i) }
         }
-        emitter.emit(path: try path("/q"), interface: testInterface, member: "Quoted", arguments: [.string("its"), .uint32(1)])
+        emitter.emit(
+            path: try path("/q"), interface: testInterface, member: "Quoted", arguments: [.string("its"), .uint32(1)])
         emitter.emit(
             path: try path("/q"), interface: testInterface, member: "Quoted",
             arguments: [.string("it's, 'quoted'"), .uint32(2)])

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import DBus
@@ -133,5 +134,3 @@ func localCall(_ arguments: [DBusValue]) throws -> DBusMessage {
         destination: "com.example.Nobody", path: path("/local"), interface: testInterface, member: "M",
         arguments: arguments)
 }
-
-import Synchronization

@@ -14,7 +14,8 @@ final class BluetoothctlSession: Sendable {
     }
 
     init() throws {
-        var toChild: [Int32] = [0, 0], fromChild: [Int32] = [0, 0]
+        var toChild: [Int32] = [0, 0]
+        var fromChild: [Int32] = [0, 0]
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0 else { throw CocoaError(.fileWriteUnknown) }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -24,7 +25,7 @@ final class BluetoothctlSession: Sendable {
         posix_spawn_file_actions_adddup2(&actions, fromChild[1], 2)
         for fd in toChild + fromChild { posix_spawn_file_actions_addclose(&actions, fd) }
         let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/usr/bin/bluetoothctl"), nil]
-        defer { argv.forEach { free($0) } }
+        defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
         guard posix_spawn(&pid, "/usr/bin/bluetoothctl", &actions, nil, argv, environ) == 0 else {
             throw CocoaError(.executableNotLoadable)
@@ -33,7 +34,9 @@ final class BluetoothctlSession: Sendable {
         close(fromChild[1])
         self.pid = pid
         self.input = toChild[1]
-        let output = fromChild[0], collected = self.collected, child = pid
+        let output = fromChild[0]
+        let collected = self.collected
+        let child = pid
         Thread.detachNewThread {
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {

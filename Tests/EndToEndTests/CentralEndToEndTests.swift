@@ -86,7 +86,10 @@ final class E2ECentralDelegate: CentralManagerDelegate, @unchecked Sendable {
         _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
         rssi RSSI: Int
     ) {
-        state.withLock { $0.0 = peripheral; $0.1 = advertisementData.serviceUUIDs }
+        state.withLock {
+            $0.0 = peripheral
+            $0.1 = advertisementData.serviceUUIDs
+        }
     }
     func centralManager(
         _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?

@@ -12,7 +12,8 @@ final class ExamplePeripheral: @unchecked Sendable {
     private var processes: [Process] = []
 
     init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("bluezkit-e2e-\(UUID().uuidString.prefix(8))")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "bluezkit-e2e-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         try patch(
             "example-gatt-server", "if GATT_MANAGER_IFACE in props.keys():",

@@ -8,7 +8,8 @@ import Testing
 extension EndToEndTests {
     /// A fresh XDG state directory for one test's restore identifiers.
     static func stateDirectory() throws -> String {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("bluezkit-state-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "bluezkit-state-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         return directory.path
     }
@@ -77,7 +78,9 @@ extension EndToEndTests {
         try await Task.sleep(for: .seconds(15))
         let settled = central.events("connected").count
         try await Task.sleep(for: .seconds(60))
-        #expect(central.events("connected").count == settled, "no connection while the peripheral is away\n\(central.diagnostics())")
+        #expect(
+            central.events("connected").count == settled,
+            "no connection while the peripheral is away\n\(central.diagnostics())")
         #expect(central.status == nil, "the central waits; it does not give up")
         #expect(central.events("error").allSatisfy { ($0["message"] as? String)?.contains("cannot connect") != true })
         try Bluetoothd.setPowered("hci1", true)
@@ -117,7 +120,10 @@ enum Bluetoothd {
     static func setPowered(_ adapter: String, _ powered: Bool) throws {
         _ = try run(
             "/usr/bin/busctl",
-            ["set-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered", "b", powered ? "true" : "false"])
+            [
+                "set-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered", "b",
+                powered ? "true" : "false",
+            ])
     }
 
     @discardableResult

@@ -35,7 +35,8 @@ public final class ExampleProgram: Sendable {
         var environment = ProcessInfo.processInfo.environment
         if let busAddress { environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress }
         environment.merge(extra) { _, new in new }
-        let out = try Self.pipe(), err = try Self.pipe()
+        let out = try Self.pipe()
+        let err = try Self.pipe()
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -45,7 +46,7 @@ public final class ExampleProgram: Sendable {
         posix_spawn_file_actions_addclose(&actions, err.read)
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { (argv + envp).forEach { free($0) } }
+        defer { for pointer in argv + envp { free(pointer) } }
         // The test runner's threads may block signals; the child must not inherit that, or
         // SIGTERM would never reach it.
         var attributes = posix_spawnattr_t()
@@ -139,7 +140,8 @@ public final class ExampleProgram: Sendable {
         }
         let found = events(name)
         guard found.count >= count else {
-            throw ExampleProgramError(description: "\(self.name) exited (\(status ?? -1)) before \(name)\n\(diagnostics())")
+            throw ExampleProgramError(
+                description: "\(self.name) exited (\(status ?? -1)) before \(name)\n\(diagnostics())")
         }
         return found
     }

@@ -13,14 +13,16 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
         let program = try ExampleProgram(
-            "heart-rate-peripheral", ["--json", "--interval-ms", "50", "--name", "Test HRM"], busAddress: bluez.busAddress)
+            "heart-rate-peripheral", ["--json", "--interval-ms", "50", "--name", "Test HRM"],
+            busAddress: bluez.busAddress)
         let states = try await program.waitForEvents("state")
         #expect(states.first?["state"] as? String == "poweredOn")
         try await program.waitForEvents("advertising")
         let adapter = try #require(bluez.adapters.first)
         let advertisement = try #require(adapter.registeredAdvertisements.first)
         #expect(advertisement.localName == "Test HRM")
-        #expect(advertisement.serviceUUIDs.map { $0.uppercased() }.contains { $0.hasPrefix("0000180D") || $0 == "180D" })
+        #expect(
+            advertisement.serviceUUIDs.map { $0.uppercased() }.contains { $0.hasPrefix("0000180D") || $0 == "180D" })
         #expect(adapter.registeredApplications.count == 3)
 
         let central = try bluez.addCentral(address: "11:22:33:44:55:66", mtu: 64)
@@ -72,7 +74,8 @@ import Testing
         let other = SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "Lamp", serviceUUIDs: ["FEAA"])
         try bluez.addPeripheral(other)
         try bluez.addPeripheral(sensor)
-        let program = try ExampleProgram("heart-rate-central", ["--json", "--count", "3"], busAddress: bluez.busAddress)
+        let program = try ExampleProgram(
+            "heart-rate-central", ["--json", "--count", "3"], busAddress: bluez.busAddress)
         try await program.waitForEvents("scanning")
         try await pollUntil("the sensor was found", diagnostics: program.diagnostics) {
             other.advertise()

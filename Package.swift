@@ -64,6 +64,18 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "ObjectCacheBenchmark",
+            dependencies: ["BlueZ", "DBus"],
+            path: "Benchmarks/ObjectCacheBenchmark",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "ScanMemoryBenchmark",
+            dependencies: ["BlueZKit", "BlueZKitTesting"],
+            path: "Benchmarks/ScanMemoryBenchmark",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],
             path: "Benchmarks/PendingConnectBenchmark",

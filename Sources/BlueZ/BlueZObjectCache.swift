@@ -94,22 +94,23 @@ package final class BlueZObjectCache: @unchecked Sendable {
         let expected = generation
         Task { [weak self] in
             guard let self else { return }
-            let result: Result<[DBusValue], DBusError>
+            let result: Result<DBusMessage, DBusError>
             do throws(DBusError) {
                 result = .success(
                     try await connection.call(
-                        destination: BlueZNames.service, path: .root, interface: .objectManager,
-                        member: "GetManagedObjects"))
+                        DBusMessage.methodCall(
+                            destination: BlueZNames.service, path: .root, interface: .objectManager,
+                            member: "GetManagedObjects")))
             } catch { result = .failure(error) }
             connection.queue.async { self.finishLoad(result, generation: expected) }
         }
     }
 
-    private func finishLoad(_ result: Result<[DBusValue], DBusError>, generation expected: Int) {
+    private func finishLoad(_ result: Result<DBusMessage, DBusError>, generation expected: Int) {
         guard expected == generation else { return }
         switch result {
-        case .success(let values):
-            guard let tree = values.first.flatMap(Self.decodeManagedObjects) else {
+        case .success(let reply):
+            guard let tree = Self.decodeManagedObjects(reply: reply) else {
                 DBusLog.warning("bluetoothd's GetManagedObjects reply has an unexpected shape; ignored")
                 return
             }
@@ -150,10 +151,22 @@ package final class BlueZObjectCache: @unchecked Sendable {
         guard let change = message.propertiesChange(), objects[path]?[change.interface] != nil else { return }
         for (name, value) in change.changed { objects[path]![change.interface]![name] = value }
         for name in change.invalidated { objects[path]![change.interface]![name] = nil }
-        events(.propertiesChanged(path, interface: change.interface, changed: change.changed, invalidated: change.invalidated))
+        events(
+            .propertiesChanged(
+                path, interface: change.interface, changed: change.changed, invalidated: change.invalidated))
     }
 
     // MARK: Decoding
+
+    /// A `GetManagedObjects` reply → the tree; nil when its shape is wrong. Decoded
+    /// from the body bytes by `DBusBodyDecoder` (a thousand devices make a reply of
+    /// about a megabyte, where `DBusMessageIter` is slow); the same tree as
+    /// `decodeManagedObjects(_:)` of the reply's first argument.
+    /// Any other signature (variants where bluetoothd has none) takes the general path.
+    package static func decodeManagedObjects(reply: DBusMessage) -> [ObjectPath: Interfaces]? {
+        if reply.signature == "a{oa{sa{sv}}}", let tree = try? reply.managedObjects() { return tree }
+        return (try? reply.arguments())?.first.flatMap(decodeManagedObjects)
+    }
 
     /// `a{oa{sa{sv}}}` → the tree; nil when the shape is wrong.
     package static func decodeManagedObjects(_ value: DBusValue) -> [ObjectPath: Interfaces]? {

@@ -111,7 +111,9 @@ import Testing
             .makeAsyncIterator()
         // With the bus stopped, the socket fills up and then libdbus's queue: updates must be refused.
         bluez.pauseBus()
-        func value(_ n: Int) -> Data { Data([UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + [UInt8](repeating: 0x5A, count: 500)) }
+        func value(_ n: Int) -> Data {
+            Data([UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)] + [UInt8](repeating: 0x5A, count: 500))
+        }
         var sent = 0
         var refused = 0
         while sent < 100_000 {

@@ -39,7 +39,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZKitTests",
-            dependencies: ["BlueZKit", "BlueZKitTesting"],
+            dependencies: ["BlueZKit", "BlueZKitTesting", "DBus"],
             swiftSettings: strictSettings
         ),
         .testTarget(

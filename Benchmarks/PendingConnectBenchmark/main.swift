@@ -46,7 +46,9 @@ func cpu(ofProcessNamed name: String) -> Double? {
     guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return nil }
     let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
     for pid in entries where Int(pid) != nil {
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        // /proc files report size 0: read to the end instead of trusting the size.
+        guard let data = FileHandle(forReadingAtPath: "/proc/\(pid)/stat")?.readDataToEndOfFile(),
+            case let stat = String(decoding: data, as: UTF8.self),
             stat.contains("(\(name))"), let close = stat.lastIndex(of: ")")
         else { continue }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
@@ -70,6 +72,17 @@ func setPowered(_ adapter: String, _ on: Bool) {
 
 final class Finder: CentralManagerDelegate, @unchecked Sendable {
     let found = Mutex<Peripheral?>(nil)
+    /// Links made and lost while the request was supposed to wait (btvirt artefacts, if any).
+    let links = Mutex<[String]>([])
+    func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {
+        links.withLock { $0.append("connected") }
+    }
+    func centralManager(_ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?)
+    {
+        links.withLock { $0.append("disconnected") }
+        // Keep the request pending, as an app waiting for its door lock would.
+        central.connect(peripheral)
+    }
     let wanted: String
     init(wanted: String) { self.wanted = wanted }
     func centralManagerDidUpdateState(_ central: CentralManager) {
@@ -115,6 +128,8 @@ print(
 if let daemon {
     print(String(format: "bluetoothd over the same time: %.3f s CPU (%.3f%%)", daemon, daemon / wall * 100))
 }
-print("request still pending at the end: \(state == .connecting)")
+print(
+    "request still pending at the end: \(state == .connecting) (state \(state.rawValue)); links meanwhile: \(finder.links.withLock { $0 })"
+)
 setPowered(peripheralAdapter, true)
 exit(state == .connecting ? 0 : 1)

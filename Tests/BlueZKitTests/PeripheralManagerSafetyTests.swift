@@ -1,0 +1,59 @@
+import BlueZKit
+import BlueZKitTesting
+import DBus
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+
+/// Our exported GATT objects answer only bluetoothd (the owner of org.bluez).
+@Suite struct PeripheralManagerSafetyTests {
+    final class Server: PeripheralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.safety")
+        let reads = Mutex(0)
+        func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+        func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
+            reads.withLock { $0 += 1 }
+            request.value = Data([7])
+            peripheral.respond(to: request, withResult: .success)
+        }
+    }
+
+    @Test func anotherProcessOnTheBusIsRefused() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let server = Server()
+        let manager = PeripheralManager(
+            delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        let characteristic = MutableCharacteristic(
+            type: BluetoothUUID(0xAB01), properties: [.read, .write], value: nil, permissions: [.readable, .writeable])
+        let service = MutableService(type: BluetoothUUID(0xABCD), primary: true)
+        service.characteristics = [characteristic]
+        manager.add(service)
+        try await waitUntil("published") { bluez.adapters.first?.registeredApplications.count == 1 }
+        let application = try #require(bluez.adapters.first?.registeredApplications.first)
+        let path = try ObjectPath(try #require(application.services.first?.characteristics.first?.path))
+        let intruder = try await DBusConnection.open(address: bluez.busAddress)
+        defer { intruder.close() }
+        for (member, arguments) in [
+            ("ReadValue", [DBusValue.stringVariantDictionary([:])]),
+            ("WriteValue", [.bytes([1]), .stringVariantDictionary([:])]),
+            ("StartNotify", []),
+        ] as [(MemberName, [DBusValue])] {
+            do {
+                _ = try await intruder.call(
+                    destination: try BusName(application.owner), path: path, interface: "org.bluez.GattCharacteristic1",
+                    member: member, arguments: arguments)
+                Issue.record("\(member) from another process was answered")
+            } catch {
+                #expect(error.code == .accessDenied, "\(member): \(error)")
+            }
+        }
+        #expect(server.reads.withLock { $0 } == 0, "nothing reached the app")
+        // bluetoothd itself still gets through.
+        let central = try bluez.addCentral(address: "11:22:33:44:55:66")
+        #expect(try await central.read(serviceUUID: "ABCD", characteristicUUID: "AB01") == [7])
+        #expect(server.reads.withLock { $0 } == 1)
+    }
+}

@@ -65,7 +65,7 @@ extension CentralManager {
         delegate?.centralManager(self, willRestoreState: dictionary)
     }
 
-    /// Starts the restored scan once powered on, unless the app already started one.
+    /// Starts the restored (or interrupted) scan once powered on, unless the app already started one.
     func resumeRestoredScan() {
         let scan: CentralRestorationRecord.Scan? = shared.withLock { state in
             defer { state.scanToResume = nil }

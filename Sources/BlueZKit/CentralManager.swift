@@ -36,7 +36,8 @@ public final class CentralManager: @unchecked Sendable {
         var linked: [Peripheral] = []
         /// The scan running, as saved for restoration.
         var scan: CentralRestorationRecord.Scan?
-        /// A restored scan to resume once the state is `.poweredOn`.
+        /// A scan to resume once the state is `.poweredOn` again: restored, or running when
+        /// bluetoothd or the adapter went away.
         var scanToResume: CentralRestorationRecord.Scan?
     }
 
@@ -111,6 +112,7 @@ public final class CentralManager: @unchecked Sendable {
         let engine = shared.withLock { state in
             state.isScanning = false
             state.scan = nil
+            state.scanToResume = nil
             return state.engine
         }
         engine?.stopScan()
@@ -249,7 +251,11 @@ public final class CentralManager: @unchecked Sendable {
             case .state(let newState):
                 shared.withLock { shared in
                     shared.state = newState
-                    if newState != .poweredOn { shared.isScanning = false }
+                    if newState != .poweredOn && shared.isScanning {
+                        // The scan ends with bluetoothd or the adapter; it resumes when they are back.
+                        shared.isScanning = false
+                        shared.scanToResume = shared.scan
+                    }
                 }
                 delegate?.centralManagerDidUpdateState(self)
                 if newState == .poweredOn { resumeRestoredScan() }

@@ -134,3 +134,43 @@ import Testing
         #expect(delegate.events.last == "disconnected reconnecting=false disconnected recent=true")
     }
 }
+
+/// A scan interrupted by bluetoothd or the adapter resumes when they are back.
+@Suite struct CentralScanSurvivalTests {
+    @Test func aRunningScanResumesAfterBluetoothdRestartsAndAfterAPowerCycle() async throws {
+        let fixture = try await CentralFixture.make()
+        defer { fixture.bluez.stop() }
+        let sensor = CentralManagerScanTests.heartRateSensor()
+        try fixture.bluez.addPeripheral(sensor)
+        fixture.central.scanForPeripherals(
+            withServices: [BluetoothUUID(0x180D)], options: ScanOptions(allowDuplicates: true))
+        try await waitUntil("discovered") {
+            sensor.advertise()
+            return fixture.delegate.discoveries.count >= 1
+        }
+        try await fixture.bluez.restart(downtime: .milliseconds(100))
+        try await waitUntil("scanning again after the restart") {
+            fixture.central.isScanning && fixture.bluez.adapters.first?.isDiscovering == true
+        }
+        let before = fixture.delegate.discoveries.count
+        try await waitUntil("discoveries continue") {
+            sensor.advertise()
+            return fixture.delegate.discoveries.count > before
+        }
+        fixture.bluez.adapters[0].setPowered(false)
+        try await waitUntil("off") { fixture.central.state == .poweredOff }
+        #expect(!fixture.central.isScanning)
+        fixture.bluez.adapters[0].setPowered(true)
+        try await waitUntil("scanning again after the power cycle") {
+            fixture.central.isScanning && fixture.bluez.adapters.first?.isDiscovering == true
+        }
+        // stopScan while away cancels the resumption.
+        fixture.central.stopScan()
+        try await waitUntil("stopped") { fixture.bluez.adapters.first?.isDiscovering == false }
+        fixture.bluez.adapters[0].setPowered(false)
+        try await waitUntil("off again") { fixture.central.state == .poweredOff }
+        fixture.bluez.adapters[0].setPowered(true)
+        try await waitUntil("on again") { fixture.central.state == .poweredOn }
+        #expect(!fixture.central.isScanning)
+    }
+}

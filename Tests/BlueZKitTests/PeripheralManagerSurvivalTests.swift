@@ -1,0 +1,61 @@
+import BlueZKit
+import BlueZKitTesting
+import Dispatch
+import Foundation
+import Testing
+
+/// Published services and the advertisement come back by themselves after bluetoothd restarts
+/// or the adapter is unplugged and plugged in again (issue 7).
+@Suite struct PeripheralManagerSurvivalTests {
+    final class Quiet: PeripheralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.peripheral-survival")
+        func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+    }
+
+    static func published(_ bluez: SimulatedBlueZ) async throws -> (PeripheralManager, Quiet) {
+        let delegate = Quiet()
+        let manager = PeripheralManager(
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(adapter: "hci0", busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        let service = MutableService(type: BluetoothUUID(0x180D), primary: true)
+        service.characteristics = [
+            MutableCharacteristic(
+                type: BluetoothUUID(0x2A38), properties: [.read], value: Data([0x01]), permissions: [.readable])
+        ]
+        manager.add(service)
+        manager.startAdvertising([CBAdvertisementDataLocalNameKey: "HRM"])
+        try await waitUntil("published and advertising") {
+            bluez.adapters.first?.registeredApplications.count == 1 && manager.isAdvertising
+        }
+        return (manager, delegate)
+    }
+
+    @Test func servicesAndAdvertisingComeBackAfterBluetoothdRestarts() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let (manager, _) = try await Self.published(bluez)
+        try await bluez.restart(downtime: .milliseconds(100))
+        try await waitUntil("registered again") {
+            bluez.adapters.first?.registeredApplications.count == 1
+                && bluez.adapters.first?.registeredAdvertisements.first?.localName == "HRM"
+        }
+        let central = try bluez.addCentral(address: "11:22:33:44:55:66")
+        #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A38") == [0x01])
+        withExtendedLifetime(manager) {}
+    }
+
+    @Test func servicesAndAdvertisingComeBackWhenTheAdapterIsPluggedInAgain() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let (manager, _) = try await Self.published(bluez)
+        let adapter = try #require(bluez.adapters.first)
+        bluez.removeAdapter(adapter)
+        try await waitUntil("unsupported without its adapter") { manager.state == .unsupported }
+        let replugged = try bluez.addAdapter(.init(name: adapter.name, address: adapter.address))
+        try await waitUntil("registered again on the new adapter") {
+            replugged.registeredApplications.count == 1 && replugged.registeredAdvertisements.first?.localName == "HRM"
+        }
+        #expect(manager.state == .poweredOn)
+    }
+}

@@ -38,13 +38,6 @@ configuration.name = options.value("--name")
 configuration.restoreIdentifier = options.value("--restore-id")
 
 let monitor = HeartRateMonitor(configuration: configuration, output: EventOutput(json: options.flag("--json")))
-var signalSources: [any DispatchSourceSignal] = []
-for number in [SIGINT, SIGTERM] {
-    signal(number, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-    source.setEventHandler { monitor.stop { exit(0) } }
-    source.resume()
-    signalSources.append(source)
-}
+let signalSources = Termination.onSignal { exitNow in monitor.stop(exitNow) }
 monitor.start()
 dispatchMain()

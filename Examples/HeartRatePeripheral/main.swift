@@ -31,13 +31,6 @@ configuration.name = options.value("--name") ?? configuration.name
 configuration.restoreIdentifier = options.value("--restore-id")
 
 let sensor = HeartRateSensor(configuration: configuration, output: EventOutput(json: options.flag("--json")))
-var signalSources: [any DispatchSourceSignal] = []
-for number in [SIGINT, SIGTERM] {
-    signal(number, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: number, queue: .main)
-    source.setEventHandler { sensor.stop { exit(0) } }
-    source.resume()
-    signalSources.append(source)
-}
+let signalSources = Termination.onSignal { exitNow in sensor.stop(exitNow) }
 sensor.start()
 dispatchMain()

@@ -120,7 +120,11 @@ import Testing
         let disconnected = try await program.waitForEvents("disconnected")
         #expect(disconnected.first?["error"] is String)
         sensor.setInRange(true)
-        try await program.waitForEvents("connected", count: 2)
+        // Back in range, it advertises (as a real sensor does, over and over) until the central is back.
+        try await pollUntil("connected again", diagnostics: program.diagnostics) {
+            sensor.advertise()
+            return program.events("connected").count >= 2
+        }
         try await pollUntil("subscribed again", diagnostics: program.diagnostics) {
             sensor.updateValue([0x00, 71], for: measurement)
         }

@@ -115,6 +115,11 @@ let package = Package(
             dependencies: ["DBus"],
             swiftSettings: strictSettings
         ),
+        .testTarget(
+            name: "BlueZAgentTests",
+            dependencies: ["BlueZ", "DBus"],
+            swiftSettings: strictSettings
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

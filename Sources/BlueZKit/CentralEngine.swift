@@ -37,9 +37,16 @@ final class CentralEngine: @unchecked Sendable {
         var reported: [DeviceHandle: AdvertisementData] = [:]
     }
 
-    init(manager: CentralManager, connection: DBusConnection, adapter: String?) {
+    /// The just-works pairing agent, registered whenever bluetoothd appears on the bus (nil
+    /// when the options say the app brings its own).
+    let agent: BlueZAgent?
+    /// Whether bluetoothd was on the bus at the last adapter status (on the connection's queue).
+    private var bluetoothdPresent = false
+
+    init(manager: CentralManager, connection: DBusConnection, adapter: String?, pairingAgent: Bool) {
         self.manager = manager
         self.connection = connection
+        self.agent = pairingAgent ? BlueZAgent(connection: connection) : nil
         self.client = BlueZCentralClient(connection: connection, adapter: adapter) { [weak self] event in
             self?.handle(event)
         }
@@ -138,6 +145,10 @@ final class CentralEngine: @unchecked Sendable {
     }
 
     private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
+        // bluetoothd forgets agents when it restarts: register on every appearance.
+        let present = status != .serviceAbsent
+        if present && !bluetoothdPresent { agent?.registerInBackground(for: "CentralManager") }
+        bluetoothdPresent = present
         let newState: ManagerState
         switch status {
         case .serviceAbsent:

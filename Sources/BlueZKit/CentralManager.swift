@@ -376,7 +376,9 @@ public final class CentralManager: @unchecked Sendable {
             DBusLog.warning("CentralManager cannot reach the system bus: \(error)")
             return post(.state(error.code == .accessDenied ? .unauthorized : .unsupported))
         }
-        let engine = CentralEngine(manager: self, connection: connection, adapter: options.adapter)
+        let engine = CentralEngine(
+            manager: self, connection: connection, adapter: options.adapter, pairingAgent: options.registersPairingAgent
+        )
         shared.withLock { $0.engine = engine }
         if let saved = restoration?.takeSavedState() {
             post(.restored(engine.restore(saved), saved.scan))

@@ -8,6 +8,16 @@ public struct CentralManagerOptions: Sendable, Hashable {
     public var restoreIdentifier: String?
     /// Where restored state is kept; nil for ``RestorationStore/standard`` (the XDG state directory).
     public var restorationStore: RestorationStore?
+    /// Linux: register a pairing agent with bluetoothd (`AgentManager1.RegisterAgent`,
+    /// NoInputNoOutput, then `RequestDefaultAgent`), so that a characteristic that needs
+    /// encryption pairs "just works" with no other program running. True by default.
+    ///
+    /// While the manager lives its agent is bluetoothd's default: it accepts just-works pairing
+    /// requests in place of a desktop agent (bluetoothd goes back to the previous one when the
+    /// manager's connection closes). Set false when the app or the desktop provides the agent.
+    /// Without any agent, current kernels' just-works confirmation is refused by bluetoothd
+    /// and pairing fails.
+    public var registersPairingAgent: Bool
     /// The adapter to use: `"hci1"`, or its address such as `"00:AA:01:00:00:23"`; nil for the first one.
     public var adapter: String?
     /// The D-Bus address of the system bus; nil to use `DBUS_SYSTEM_BUS_ADDRESS` or the default socket.
@@ -16,11 +26,12 @@ public struct CentralManagerOptions: Sendable, Hashable {
     /// Creates options; every field has a default.
     public init(
         showPowerAlert: Bool = false, restoreIdentifier: String? = nil, adapter: String? = nil,
-        busAddress: String? = nil, restorationStore: RestorationStore? = nil
+        busAddress: String? = nil, restorationStore: RestorationStore? = nil, registersPairingAgent: Bool = true
     ) {
         self.showPowerAlert = showPowerAlert
         self.restoreIdentifier = restoreIdentifier
         self.restorationStore = restorationStore
+        self.registersPairingAgent = registersPairingAgent
         self.adapter = adapter
         self.busAddress = busAddress
     }

@@ -35,6 +35,9 @@ public final class PeripheralManager: @unchecked Sendable {
         var state: ManagerState = .unknown
         var everHadService = false
         var client: BlueZCentralClient?
+        /// The just-works pairing agent, registered whenever bluetoothd appears on the bus.
+        var agent: BlueZAgent?
+        var bluetoothdPresent = false
         var adapterAddress = ""
         var applications: [ObjectIdentifier: BlueZGattApplication] = [:]
         var characteristics: [ObjectIdentifier: (BlueZGattApplication, BlueZGattApplication.CharacteristicID)] = [:]
@@ -246,11 +249,22 @@ public final class PeripheralManager: @unchecked Sendable {
             case .deviceAdvertised, .objects: break
             }
         }
-        shared.withLock { $0.client = client }
+        let agent = options.registersPairingAgent ? BlueZAgent(connection: connection) : nil
+        shared.withLock { state in
+            state.client = client
+            state.agent = agent
+        }
         do throws(DBusError) { try await client.start() } catch { setState(.unsupported) }
     }
 
     private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
+        // bluetoothd forgets agents when it restarts: register on every appearance.
+        let agent: BlueZAgent? = shared.withLock { shared in
+            let present = status != .serviceAbsent
+            defer { shared.bluetoothdPresent = present }
+            return present && !shared.bluetoothdPresent ? shared.agent : nil
+        }
+        agent?.registerInBackground(for: "PeripheralManager")
         let (state, republish): (ManagerState, Bool) = shared.withLock { shared in
             switch status {
             case .serviceAbsent:

@@ -1,0 +1,151 @@
+import BlueZKit
+import Foundation
+import Synchronization
+import Testing
+
+/// In the same serialized suite as the other end-to-end tests: they share hci0 and hci1.
+extension EndToEndTests {
+    /// A service UUID of this test's own (hci0 may have cached the other tests' databases).
+    static let pairingService = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000002")!
+
+    /// Reading characteristics that need encryption (`encrypt-read`) makes BlueZ pair the two
+    /// adapters, with no bluetoothctl or other agent of anyone's running: our peripheral on hci1,
+    /// our central on hci0, through the real bluetoothd.
+    @Test func readingAnEncryptedCharacteristicPairs() async throws {
+        // No keys from earlier tests on either side: the pairing must happen here.
+        try ExamplePeripheral.forgetKnownDevices()
+        try PairingTools.removeDevices(on: "hci0")
+        try PairingTools.removeDevices(on: "hci1")
+        let hci0 = try BluetoothctlSession.address(of: "hci0")
+        let hci1 = try BluetoothctlSession.address(of: "hci1")
+        defer {
+            // Leave no keys behind for the next test (either side would otherwise re-encrypt).
+            try? PairingTools.removeDevices(on: "hci0")
+            try? PairingTools.removeDevices(on: "hci1")
+        }
+
+        let server = E2EPairingPeripheralDelegate()
+        let manager = PeripheralManager(
+            delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
+        try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
+        let secret = MutableCharacteristic(
+            type: BluetoothUUID(0x2A19), properties: [.read], value: Data([0x42]),
+            permissions: [.readEncryptionRequired])
+        let dynamicSecret = MutableCharacteristic(
+            type: BluetoothUUID(0x2A3D), properties: [.read], value: nil, permissions: [.readEncryptionRequired])
+        let service = MutableService(type: Self.pairingService, primary: true)
+        service.characteristics = [secret, dynamicSecret]
+        manager.add(service)
+        try await waitUntil("service added", timeout: .seconds(30)) { server.log.contains("added") }
+        #expect(server.log == ["added"])
+
+        let central = E2ECentralDelegate()
+        let centralManager = CentralManager(
+            delegate: central, queue: central.queue, options: CentralManagerOptions(adapter: "hci0"))
+        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { centralManager.state == .poweredOn }
+        centralManager.scanForPeripherals(withServices: [Self.pairingService])
+        try await waitUntil("scanning") { centralManager.isScanning }
+        manager.startAdvertising([
+            CBAdvertisementDataLocalNameKey: "BZK-P", CBAdvertisementDataServiceUUIDsKey: [Self.pairingService],
+        ])
+        try await waitUntil("advertising", timeout: .seconds(30)) { server.log.contains("advertising") }
+        try await waitUntil("discovered our peripheral", timeout: .seconds(60)) { central.discovered != nil }
+        centralManager.stopScan()
+        let sensor = try #require(central.discovered)
+
+        let recorder = E2EPeripheralDelegate()
+        sensor.delegate = recorder
+        centralManager.connect(sensor)
+        try await waitUntil("connected", timeout: .seconds(60)) { sensor.state == .connected }
+        #expect(try PairingTools.paired(hci1, on: "hci0") == false, "paired before the encrypted read")
+        sensor.discoverServices([Self.pairingService])
+        try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
+        let remote = try #require(sensor.services?.first)
+        sensor.discoverCharacteristics(nil, for: remote)
+        try await waitUntil("characteristics") { recorder.count("characteristics") == 1 }
+        let characteristics = try #require(remote.characteristics)
+        let remoteSecret = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A19) })
+        let remoteDynamic = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A3D) })
+
+        // The first read is answered "insufficient encryption"; bluetoothd raises the link's
+        // security (SMP pairing, just works) and retries it.
+        sensor.readValue(for: remoteSecret)
+        try await waitUntil("read the encrypted static value", timeout: .seconds(60)) {
+            recorder.count("value 2A19") == 1
+        }
+        #expect(recorder.errors.isEmpty, "\(recorder.errors)")
+        #expect(remoteSecret.value == Data([0x42]))
+        #expect(try PairingTools.paired(hci1, on: "hci0") == true)
+        #expect(try PairingTools.paired(hci0, on: "hci1") == true)
+
+        sensor.readValue(for: remoteDynamic)
+        try await waitUntil("read the encrypted dynamic value", timeout: .seconds(30)) {
+            recorder.count("value 2A3D") == 1
+        }
+        #expect(recorder.errors.isEmpty, "\(recorder.errors)")
+        #expect(remoteDynamic.value == Data([0x17, 0x2A]))
+        #expect(server.log.contains("read 2A3D"))
+
+        centralManager.cancelPeripheralConnection(sensor)
+        try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
+        manager.stopAdvertising()
+        manager.removeAllServices()
+    }
+}
+
+/// Answers dynamic reads with `17 2A` and records what happened.
+final class E2EPairingPeripheralDelegate: PeripheralManagerDelegate, @unchecked Sendable {
+    let queue = DispatchQueue(label: "e2e.pairing.peripheral")
+    private let events = Mutex<[String]>([])
+    var log: [String] { events.withLock { $0 } }
+
+    func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+    func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
+        events.withLock { $0.append(error == nil ? "added" : "add failed: \(error!)") }
+    }
+    func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?) {
+        events.withLock { $0.append(error == nil ? "advertising" : "advertising failed: \(error!)") }
+    }
+    func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
+        events.withLock { $0.append("read \(request.characteristic.uuid)") }
+        request.value = Data(([0x17, 0x2A] as [UInt8]).dropFirst(request.offset))
+        peripheral.respond(to: request, withResult: .success)
+    }
+}
+
+/// bluetoothd's view of devices, through `busctl` (independent of bluetoothctl's default adapter).
+enum PairingTools {
+    /// `Device1.Paired` of the device with `address` under `adapter`; nil when there is no such device.
+    static func paired(_ address: String, on adapter: String) throws -> Bool? {
+        let path = "/org/bluez/\(adapter)/dev_" + address.replacingOccurrences(of: ":", with: "_")
+        let (status, text) = try run(["get-property", "org.bluez", path, "org.bluez.Device1", "Paired"])
+        guard status == 0 else { return nil }
+        return text.contains("true")  // b true
+    }
+
+    /// `Adapter1.RemoveDevice` for every device of `adapter`: its keys go too.
+    static func removeDevices(on adapter: String) throws {
+        let prefix = "/org/bluez/\(adapter)/dev_"
+        let (_, tree) = try run(["--list", "tree", "org.bluez"])
+        let devices = tree.split(separator: "\n").map(String.init)
+            .filter { $0.hasPrefix(prefix) && !$0.dropFirst(prefix.count).contains("/") }
+        for device in devices {
+            _ = try run([
+                "call", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "RemoveDevice", "o", device,
+            ])
+        }
+    }
+
+    private static func run(_ arguments: [String]) throws -> (Int32, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+}

@@ -73,6 +73,14 @@ extension EndToEndTests {
         try await pollUntil("bluetoothctl connected and resolved services", timeout: .seconds(90)) {
             ctl.output.contains("ServicesResolved: yes")
         }
+        // bluetoothd can signal ServicesResolved before the GATT objects' InterfacesAdded: wait
+        // until bluetoothctl has listed the characteristics it is asked to select.
+        try await pollUntil("bluetoothctl listed the heart-rate characteristics", timeout: .seconds(30)) {
+            let text = ctl.output.lowercased()
+            return ["00002a37", "00002a38", "00002a39"].allSatisfy {
+                text.contains($0 + "-0000-1000-8000-00805f9b34fb")
+            }
+        }
         ctl.send("menu gatt")
         var mark = ctl.output.count
         ctl.send("select-attribute 00002a38-0000-1000-8000-00805f9b34fb")

@@ -26,6 +26,8 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
     /// The sensor we use; kept strongly, as Core Bluetooth requires.
     private var sensor: Peripheral?
     private var readings = 0
+    /// `--count` readings were printed: the program is on its way out.
+    private var finished = false
 
     init(configuration: Configuration, output: EventOutput) {
         self.configuration = configuration
@@ -143,6 +145,7 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
                 "sensorLocation", ["value": Int(location)],
                 human: "Sensor worn on the \(HeartRateProfile.bodySensorLocationName(location))")
         case HeartRateProfile.measurement:
+            guard !finished else { return }
             do throws(HeartRateProfileError) {
                 let reading = try HeartRateMeasurement(decoding: value)
                 var fields: [String: any Sendable] = ["bpm": Int(reading.beatsPerMinute)]
@@ -151,6 +154,7 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
                 output.emit("heartRate", fields, human: reading.summary)
                 readings += 1
                 if let count = configuration.count, readings >= count {
+                    finished = true
                     stop { exit(0) }
                 }
             } catch {

@@ -85,8 +85,9 @@ extension EndToEndTests {
         var mark = ctl.output.count
         ctl.send("select-attribute 00002a38-0000-1000-8000-00805f9b34fb")
         ctl.send("read")
+        let bluetoothctlOutput = { ctl.output }
         try await pollUntil(
-            "bluetoothctl read Body Sensor Location (01)", timeout: .seconds(30), diagnostics: { ctl.output }
+            "bluetoothctl read Body Sensor Location (01)", timeout: .seconds(30), diagnostics: bluetoothctlOutput
         ) {
             ctl.output(after: mark).contains("Value:") && ctl.output(after: mark).contains(" 01 ")
         }

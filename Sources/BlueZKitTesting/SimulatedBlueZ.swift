@@ -31,7 +31,9 @@ import Synchronization
 /// - `AdvertisingFlags` is always served (bluetoothd needs `--experimental`);
 ///   `AdvertisingData`, `WakeAllowed`, `Icon` and `Class` of devices are not;
 /// - `Introspect` returns only the standard interfaces (the D-Bus layer answers it);
-/// - pairing is just-works (no agent is called yet) and `AcquireWrite` and
+/// - pairing is just-works and needs a registered agent, as bluetoothd 5.66 on a current
+///   kernel does (without one, an encrypted read drops the link and fails with ATT 0x0E), but
+///   the agent is not called; `AcquireWrite` and
 ///   `AcquireNotify` are not served yet;
 /// - `GattManager1` registers applications for ``SimulatedCentral``s to use, but
 ///   does not publish them to other simulated adapters, and ignores changes to an

@@ -126,6 +126,14 @@ extension SimulatorCore {
         switch security {
         case .none: return nil
         case .encrypted:
+            // Just-works pairing: current kernels ask bluetoothd to confirm it (confirm_hint),
+            // and bluetoothd 5.66 refuses when no agent is registered (new_auth: "No agent
+            // available"): pairing fails, the link drops and the read fails with 0x0E. With an
+            // agent it succeeds (the simulator does not call the agent; NoInputNoOutput accepts).
+            guard device.paired || !agents.isEmpty else {
+                linkLost(device.path)
+                return .unlikelyError
+            }
             markPaired(device.path)
             return nil
         case .authenticated, .secure:

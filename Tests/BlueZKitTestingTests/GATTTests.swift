@@ -196,10 +196,26 @@ import Testing
         }
     }
 
+    @Test func anEncryptedReadFailsAndDropsTheLinkWithoutAnAgent() async throws {
+        let rig = try await Rig.start()
+        defer { rig.stop() }
+        try await connectSensor(rig)
+        await #expect(throws: (any Error).self) {
+            try await rig.client.call(
+                HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        }
+        #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Connected") == .bool(false))
+        #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Paired") == .bool(false))
+    }
+
     @Test func anEncryptedReadPairsFirst() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }
         try await connectSensor(rig)
+        // A pairing agent (its object is never called: NoInputNoOutput accepts just works).
+        try await rig.client.call(
+            "/org/bluez", "org.bluez.AgentManager1", "RegisterAgent",
+            [.objectPath(try ObjectPath("/test/agent")), .string("NoInputNoOutput")])
         let mark = rig.client.signals.count
         let value = try await rig.client.call(
             HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])

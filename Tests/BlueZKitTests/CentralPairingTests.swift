@@ -1,0 +1,56 @@
+import BlueZKit
+import BlueZKitTesting
+import Dispatch
+import Foundation
+import Testing
+
+/// An encrypted characteristic pairs just works through the manager's own agent; without an
+/// agent (the app opted out and nobody else registered one) it fails as bluetoothd makes it fail.
+@Suite struct CentralPairingTests {
+    final class Quiet: CentralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.pairing")
+        func centralManagerDidUpdateState(_ central: CentralManager) {}
+    }
+
+    static func readSecret(registersPairingAgent: Bool) async throws -> Result<Data, any Error> {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let sensor = SimulatedPeripheral(
+            address: "C0:FF:EE:00:00:09", name: "Lock", serviceUUIDs: ["FFF0"],
+            services: [
+                SimulatedService(
+                    uuid: "FFF0",
+                    characteristics: [SimulatedCharacteristic(uuid: "FFF1", flags: ["encrypt-read"], value: [7])])
+            ])
+        try bluez.addPeripheral(sensor)
+        let delegate = Quiet()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(busAddress: bluez.busAddress, registersPairingAgent: registersPairingAgent))
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        let discoveries = central.discoveries()
+        central.scanForPeripherals(withServices: nil)
+        sensor.advertise()
+        var iterator = discoveries.makeAsyncIterator()
+        let lock = try #require(await iterator.next()?.peripheral)
+        central.stopScan()
+        try await central.connect(to: lock)
+        let service = try #require(try await lock.discoverServices(matching: [BluetoothUUID(0xFFF0)]).first)
+        let secret = try #require(try await lock.discoverCharacteristics(matching: nil, in: service).first)
+        do {
+            return .success(try await lock.readValue(of: secret))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    @Test func theManagersAgentLetsAnEncryptedReadPair() async throws {
+        let result = try await Self.readSecret(registersPairingAgent: true)
+        #expect((try? result.get()) == Data([7]))
+    }
+
+    @Test func withoutAnyAgentTheEncryptedReadFails() async throws {
+        let result = try await Self.readSecret(registersPairingAgent: false)
+        #expect(throws: (any Error).self) { try result.get() }
+    }
+}

@@ -137,6 +137,11 @@ package final class BlueZCentralClient: @unchecked Sendable {
             timeout: timeout)
     }
 
+    /// `Adapter1.RemoveDevice`: bluetoothd forgets the device, its pairing and its cached data.
+    package func removeDevice(_ id: DeviceID) async throws(DBusError) {
+        try await callAdapter("RemoveDevice", [.objectPath(id.path)])
+    }
+
     /// `Device1.Disconnect` (bluetoothd waits about 2.5 s before it answers).
     package func disconnect(_ id: DeviceID) async throws(DBusError) {
         _ = try await connection.call(

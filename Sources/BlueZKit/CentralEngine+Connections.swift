@@ -222,6 +222,23 @@ extension CentralEngine {
         }
     }
 
+    /// `Device1.Paired` and `Bonded` (any thread but the queue).
+    func pairing(of peripheral: Peripheral) -> (paired: Bool, bonded: Bool) {
+        connection.queue.sync {
+            let device = client.device(peripheral.deviceID)
+            return (device?.paired ?? false, device?.bonded ?? false)
+        }
+    }
+
+    /// `Adapter1.RemoveDevice`: forgets the device and its pairing.
+    func removeDevice(_ peripheral: Peripheral) async throws(BluetoothError) {
+        do throws(DBusError) {
+            try await client.removeDevice(peripheral.deviceID)
+        } catch {
+            throw BluetoothError(.unknown, message: error.description, underlying: error)
+        }
+    }
+
     /// Errors after which no retry can succeed.
     static func isPermanent(_ error: DBusError) -> Bool {
         ["org.bluez.Error.NotSupported", "org.bluez.Error.InvalidArguments"].contains(error.name)

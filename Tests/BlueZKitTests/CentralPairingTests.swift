@@ -54,3 +54,38 @@ import Testing
         #expect(throws: (any Error).self) { try result.get() }
     }
 }
+
+/// Pairing state on `Peripheral`, and forgetting a pairing.
+@Suite struct PeripheralPairingStateTests {
+    @Test func pairedAfterAnEncryptedReadAndForgottenByUnpair() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let sensor = SimulatedPeripheral(
+            address: "C0:FF:EE:00:00:0A", name: "Lock", serviceUUIDs: ["FFF0"],
+            services: [
+                SimulatedService(
+                    uuid: "FFF0",
+                    characteristics: [SimulatedCharacteristic(uuid: "FFF1", flags: ["encrypt-read"], value: [7])])
+            ])
+        try bluez.addPeripheral(sensor)
+        let delegate = CentralPairingTests.Quiet()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        let discoveries = central.discoveries()
+        central.scanForPeripherals(withServices: nil)
+        sensor.advertise()
+        var iterator = discoveries.makeAsyncIterator()
+        let lock = try #require(await iterator.next()?.peripheral)
+        central.stopScan()
+        try await central.connect(to: lock)
+        #expect(!lock.isPaired)
+        let service = try #require(try await lock.discoverServices(matching: [BluetoothUUID(0xFFF0)]).first)
+        let secret = try #require(try await lock.discoverCharacteristics(matching: nil, in: service).first)
+        #expect(try await lock.readValue(of: secret) == Data([7]))
+        try await waitUntil("paired") { lock.isPaired }
+        try await central.unpair(lock)
+        try await waitUntil("forgotten") { !lock.isPaired && lock.state == .disconnected }
+        #expect(central.retrievePeripherals(withIdentifiers: [lock.identifier]).isEmpty)
+    }
+}

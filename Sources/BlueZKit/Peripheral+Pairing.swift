@@ -1,0 +1,29 @@
+/// Pairing state, which Linux apps see where Core Bluetooth keeps it hidden.
+extension Peripheral {
+    /// Whether bluetoothd has paired with the peripheral (`Device1.Paired`); false when unknown.
+    ///
+    /// Pairing happens by itself when a characteristic needs encryption (the manager's agent
+    /// accepts just-works pairing, see ``CentralManagerOptions/registersPairingAgent``). Must not
+    /// be called on the manager's D-Bus queue (it is not the delegate queue).
+    public var isPaired: Bool { engine?.pairing(of: self).paired ?? false }
+
+    /// Whether the pairing was kept as a bond, so it survives disconnections and restarts
+    /// (`Device1.Bonded` where bluetoothd reports it, else `Paired`); false when unknown.
+    public var isBonded: Bool { engine?.pairing(of: self).bonded ?? false }
+}
+
+extension CentralManager {
+    /// Forgets `peripheral`'s pairing and everything bluetoothd knows about it
+    /// (`Adapter1.RemoveDevice`, which also disconnects it); a pending or established
+    /// connection of this manager ends first, as with ``cancelPeripheralConnection(_:)``.
+    ///
+    /// BlueZ has no unpair call that keeps the device: it is found again by the next scan.
+    /// - Throws: ``BluetoothError`` with the BlueZ error when bluetoothd refuses.
+    public func unpair(_ peripheral: Peripheral) async throws(BluetoothError) {
+        guard let engine = shared.withLock({ $0.engine }) else {
+            throw BluetoothError(.bluetoothUnavailable, message: "the manager has no connection to bluetoothd")
+        }
+        cancelPeripheralConnection(peripheral)
+        try await engine.removeDevice(peripheral)
+    }
+}

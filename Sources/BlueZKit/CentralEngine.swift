@@ -127,7 +127,11 @@ final class CentralEngine: @unchecked Sendable {
             advertised(id, device)
             sawAdvertisement(id)
         case .deviceChanged(let id, let device, let changed):
-            if device.name != nil { peripherals[id]?.update(name: device.name) }
+            if changed.contains("Name") || changed.contains("Alias"), let peripheral = peripherals[id],
+                let name = device.name ?? device.alias, name != peripheral.name
+            {
+                manager?.post(.gatt(peripheral, .name(name)))
+            }
             if changed.contains("Connected"), !device.connected { linkLost(id) }
             if changed.contains("ServicesResolved"), device.servicesResolved {
                 servicesResolved(id)

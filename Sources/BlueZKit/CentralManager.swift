@@ -231,6 +231,8 @@ public final class CentralManager: @unchecked Sendable {
         case wroteDescriptor(Descriptor, (any Error)?)
         case notifyState(Characteristic, Bool, (any Error)?)
         case rssi(Int, (any Error)?)
+        /// The device's name changed (`Device1.Name`, from an advertisement or the GAP service).
+        case name(String)
     }
 
     /// A change of a peripheral's connection.
@@ -346,6 +348,9 @@ public final class CentralManager: @unchecked Sendable {
             delegate?.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
         case .rssi(let rssi, let error):
             delegate?.peripheral(peripheral, didReadRSSI: rssi, error: error)
+        case .name(let name):
+            peripheral.update(name: name)
+            delegate?.peripheralDidUpdateName(peripheral)
         }
     }
 

@@ -26,6 +26,9 @@ public protocol PeripheralDelegate: AnyObject {
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?)
     /// ``Peripheral/readRSSI()`` finished with the last RSSI in dBm.
     func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?)
+    /// The peripheral's ``Peripheral/name`` changed (BlueZ's `Device1.Name`, from an
+    /// advertisement or, once connected, the GAP Device Name).
+    func peripheralDidUpdateName(_ peripheral: Peripheral)
 }
 
 extension PeripheralDelegate {
@@ -61,4 +64,6 @@ extension PeripheralDelegate {
     ) {}
     /// Does nothing.
     public func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?) {}
+    /// Does nothing.
+    public func peripheralDidUpdateName(_ peripheral: Peripheral) {}
 }

@@ -127,8 +127,9 @@ final class CentralEngine: @unchecked Sendable {
             advertised(id, device)
             sawAdvertisement(id)
         case .deviceChanged(let id, let device, let changed):
-            if changed.contains("Name") || changed.contains("Alias"), let peripheral = peripherals[id],
-                let name = device.name ?? device.alias, name != peripheral.name
+            // Name only: bluetoothd changes Alias with it (in a separate signal) when no alias is set.
+            if changed.contains("Name"), let peripheral = peripherals[id], let name = device.name,
+                name != peripheral.name
             {
                 manager?.post(.gatt(peripheral, .name(name)))
             }

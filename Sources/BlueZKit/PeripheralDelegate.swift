@@ -27,7 +27,7 @@ public protocol PeripheralDelegate: AnyObject {
     /// ``Peripheral/readRSSI()`` finished with the last RSSI in dBm.
     func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?)
     /// The peripheral's ``Peripheral/name`` changed (BlueZ's `Device1.Name`, from an
-    /// advertisement or, once connected, the GAP Device Name).
+    /// advertisement or, once connected, the GAP Device Name; a local alias does not count).
     func peripheralDidUpdateName(_ peripheral: Peripheral)
 }
 

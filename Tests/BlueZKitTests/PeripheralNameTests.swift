@@ -22,11 +22,16 @@ import Testing
         peripheral.delegate = delegate
         #expect(peripheral.name == "HRM")
         fixture.central.scanForPeripherals(withServices: nil)
-        sensor.name = "HRM 2"
-        try await waitUntil("renamed") {
-            sensor.advertise()
-            return delegate.names.withLock { $0 } == ["HRM 2"]
+        // The previous scan's stop and this start are queued one after the other: wait for it.
+        try await waitUntil("discovering", timeout: .seconds(30)) {
+            fixture.bluez.adapters.first?.isDiscovering == true
         }
+        sensor.name = "HRM 2"
+        try await waitUntil("renamed", timeout: .seconds(30)) {
+            sensor.advertise()
+            return delegate.names.withLock { $0 }.contains("HRM 2")
+        }
+        #expect(delegate.names.withLock { $0 } == ["HRM 2"], "reported once")
         #expect(peripheral.name == "HRM 2")
     }
 }

@@ -10,18 +10,7 @@ enum PeripheralIdentity {
     /// "adapter/device", addresses upper-cased: stable across runs and machines.
     static func identifier(adapterAddress: String, deviceAddress: String) -> UUID {
         let text = adapterAddress.uppercased() + "/" + deviceAddress.uppercased()
-        // FNV-1a, 128-bit: offset basis and prime from the FNV specification.
-        var hash: (UInt64, UInt64) = (0x6C62_272E_07BB_0142, 0x62B8_2175_6295_C58D)
-        let primeLow: UInt64 = 0x0000_0000_0000_013B
-        let primeHighShift: UInt64 = 24  // the prime is 2^88 + 0x13B
-        for byte in text.utf8 {
-            hash.1 ^= UInt64(byte)
-            // (high, low) * (2^88 + 0x13B) mod 2^128
-            let lowProduct = hash.1.multipliedFullWidth(by: primeLow)
-            var high = hash.0 &* primeLow &+ lowProduct.high
-            high = high &+ (hash.1 << primeHighShift)
-            hash = (high, lowProduct.low)
-        }
+        let hash = FNV1a128.hash(text.utf8)
         var bytes = [UInt8](repeating: 0, count: 16)
         for i in 0..<8 {
             bytes[i] = UInt8(truncatingIfNeeded: hash.0 >> (56 - 8 * UInt64(i)))

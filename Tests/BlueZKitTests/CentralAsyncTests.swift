@@ -32,12 +32,7 @@ import Testing
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { central.state == .poweredOn }
-        let discoveries = central.discoveries()
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        sensor.advertise()
-        var iterator = discoveries.makeAsyncIterator()
-        let peripheral = try #require(await iterator.next()?.peripheral)
-        central.stopScan()
+        let peripheral = try await firstDiscovery(central, scanningFor: [BluetoothUUID(0x180D)], advertising: sensor)
         return (central, delegate, peripheral)
     }
 

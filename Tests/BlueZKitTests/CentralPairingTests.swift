@@ -28,12 +28,7 @@ import Testing
             delegate: delegate, queue: delegate.queue,
             options: CentralManagerOptions(busAddress: bluez.busAddress, registersPairingAgent: registersPairingAgent))
         try await waitUntil("powered on") { central.state == .poweredOn }
-        let discoveries = central.discoveries()
-        central.scanForPeripherals(withServices: nil)
-        sensor.advertise()
-        var iterator = discoveries.makeAsyncIterator()
-        let lock = try #require(await iterator.next()?.peripheral)
-        central.stopScan()
+        let lock = try await firstDiscovery(central, scanningFor: nil, advertising: sensor)
         try await central.connect(to: lock)
         let service = try #require(try await lock.discoverServices(matching: [BluetoothUUID(0xFFF0)]).first)
         let secret = try #require(try await lock.discoverCharacteristics(matching: nil, in: service).first)
@@ -72,12 +67,7 @@ import Testing
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { central.state == .poweredOn }
-        let discoveries = central.discoveries()
-        central.scanForPeripherals(withServices: nil)
-        sensor.advertise()
-        var iterator = discoveries.makeAsyncIterator()
-        let lock = try #require(await iterator.next()?.peripheral)
-        central.stopScan()
+        let lock = try await firstDiscovery(central, scanningFor: nil, advertising: sensor)
         try await central.connect(to: lock)
         #expect(!lock.isPaired)
         let service = try #require(try await lock.discoverServices(matching: [BluetoothUUID(0xFFF0)]).first)

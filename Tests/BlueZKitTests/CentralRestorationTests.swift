@@ -123,12 +123,8 @@ import Testing
             released.value = central
             try await waitUntil("powered on") { central.state == .poweredOn }
             #expect(first.events == ["state poweredOn"], "no saved state: no willRestoreState")
-            let discoveries = central.discoveries()
-            central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-            fixture.sensor.advertise()
-            var iterator = discoveries.makeAsyncIterator()
-            let lock = try #require(await iterator.next()?.peripheral)
-            central.stopScan()
+            let lock = try await firstDiscovery(
+                central, scanningFor: [BluetoothUUID(0x180D)], advertising: fixture.sensor)
             identifier = lock.identifier
             lock.delegate = first
             central.connect(lock)

@@ -38,12 +38,7 @@ import Testing
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { central.state == .poweredOn }
-        let discoveries = central.discoveries()
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        sensor.advertise()
-        var iterator = discoveries.makeAsyncIterator()
-        let peripheral = try #require(await iterator.next()?.peripheral)
-        central.stopScan()
+        let peripheral = try await firstDiscovery(central, scanningFor: [BluetoothUUID(0x180D)], advertising: sensor)
         central.connect(peripheral)
         try await waitUntil("connected") { delegate.events.contains("connected") }
         return (bluez, central, delegate, sensor, peripheral)
@@ -117,12 +112,7 @@ import Testing
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { central.state == .poweredOn }
-        let discoveries = central.discoveries()
-        central.scanForPeripherals(withServices: nil)
-        sensor.advertise()
-        var iterator = discoveries.makeAsyncIterator()
-        let peripheral = try #require(await iterator.next()?.peripheral)
-        central.stopScan()
+        let peripheral = try await firstDiscovery(central, scanningFor: nil, advertising: sensor)
         central.connect(peripheral, options: [CBConnectPeripheralOptionEnableAutoReconnect: true])
         try await waitUntil("connected") { delegate.events == ["connected"] }
         sensor.dropConnection()

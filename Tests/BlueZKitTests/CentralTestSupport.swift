@@ -19,6 +19,21 @@ func waitUntil(
     throw CancellationError()
 }
 
+/// Scans with `central`, lets `sensor` advertise, and returns the first peripheral reported
+/// (through the async discovery stream); the scan is stopped again.
+func firstDiscovery(
+    _ central: CentralManager, scanningFor services: [BluetoothUUID]?, options: ScanOptions = .init(),
+    advertising sensor: SimulatedPeripheral
+) async throws -> Peripheral {
+    let discoveries = central.discoveries()
+    central.scanForPeripherals(withServices: services, options: options)
+    sensor.advertise()
+    var iterator = discoveries.makeAsyncIterator()
+    let peripheral = try #require(await iterator.next()?.peripheral)
+    central.stopScan()
+    return peripheral
+}
+
 /// Records what a central manager reports, and on which queue.
 final class RecordingCentralDelegate: CentralManagerDelegate, @unchecked Sendable {
     struct Discovery: Sendable {

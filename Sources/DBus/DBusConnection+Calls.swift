@@ -8,11 +8,11 @@ extension DBusConnection {
     /// One method call waiting for its reply. Queue-confined.
     final class PendingCall {
         var pending: OpaquePointer?
-        var continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>?
+        var completion: ((Result<DBusMessage, DBusError>) -> Void)?
         var cancelled = false
 
-        init(_ continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>) {
-            self.continuation = continuation
+        init(_ completion: @escaping (Result<DBusMessage, DBusError>) -> Void) {
+            self.completion = completion
         }
 
         /// Resumes the caller once and releases the libdbus pending call.
@@ -22,8 +22,9 @@ extension DBusConnection {
                 dbus_pending_call_unref(pending)
                 self.pending = nil
             }
-            continuation?.resume(returning: result)
-            continuation = nil
+            let completion = self.completion
+            self.completion = nil
+            completion?(result)
         }
     }
 
@@ -41,12 +42,27 @@ extension DBusConnection {
         let id = CallID()
         let result: Result<DBusMessage, DBusError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                queue.async { self.startCall(message, timeout: timeout, id: id, continuation) }
+                queue.async {
+                    self.startCall(message, timeout: timeout, id: id) { continuation.resume(returning: $0) }
+                }
             }
         } onCancel: {
             queue.async { self.cancelCall(id) }
         }
         return try result.get()
+    }
+
+    /// Sends a method call now, in the order of the calls made on the connection's queue, and
+    /// hands its reply (or error, as for ``call(_:timeout:)``) to `completion` on that queue.
+    ///
+    /// For callers that must keep the order of their calls (GATT writes): tasks that each
+    /// `await call(...)` may reach the bus in any order. Must be called on ``queue``.
+    package func callInOrder(
+        _ message: DBusMessage, timeout: Duration = defaultCallTimeout,
+        completion: @escaping @Sendable (Result<DBusMessage, DBusError>) -> Void
+    ) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        startCall(message, timeout: timeout, id: CallID(), completion)
     }
 
     /// Convenience: a method call built and sent in one step; returns the reply's arguments.
@@ -67,9 +83,9 @@ extension DBusConnection {
 
     private func startCall(
         _ message: DBusMessage, timeout: Duration, id: CallID,
-        _ continuation: CheckedContinuation<Result<DBusMessage, DBusError>, Never>
+        _ completion: @escaping (Result<DBusMessage, DBusError>) -> Void
     ) {
-        let call = PendingCall(continuation)
+        let call = PendingCall(completion)
         if id.cancelled {
             return call.finish(.failure(DBusError(.cancelled, "the call was cancelled")), connection: self)
         }

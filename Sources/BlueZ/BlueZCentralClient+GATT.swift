@@ -39,6 +39,10 @@ extension BlueZCentralClient {
         package let isNotifying: Bool
         /// The ATT MTU BlueZ negotiated, when it says (BlueZ 5.62+).
         package let mtu: UInt16?
+        /// bluetoothd offers `AcquireNotify` (it has the `NotifyAcquired` property: notify characteristics).
+        package let offersAcquireNotify: Bool
+        /// bluetoothd offers `AcquireWrite` (it has `WriteAcquired`: write-without-response characteristics).
+        package let offersAcquireWrite: Bool
     }
 
     package struct DescriptorInfo: Sendable, Hashable {
@@ -64,15 +68,7 @@ extension BlueZCentralClient {
                         includes: (p["Includes"]?.arrayValue ?? []).compactMap { $0.objectPathValue }.map(
                             AttributeID.init)))
             }
-            if let p = interfaces[BlueZNames.gattCharacteristic.rawValue], let uuid = p["UUID"]?.stringValue,
-                let service = p["Service"]?.objectPathValue
-            {
-                characteristics.append(
-                    CharacteristicInfo(
-                        id: AttributeID(path: path), service: AttributeID(path: service), uuid: uuid,
-                        flags: p["Flags"]?.stringArrayValue ?? [], value: p["Value"]?.bytesValue,
-                        isNotifying: p["Notifying"]?.boolValue ?? false, mtu: p["MTU"]?.uint16Value))
-            }
+            if let info = Self.characteristicInfo(path, interfaces) { characteristics.append(info) }
             if let p = interfaces[BlueZNames.gattDescriptor.rawValue], let uuid = p["UUID"]?.stringValue,
                 let characteristic = p["Characteristic"]?.objectPathValue
             {
@@ -83,6 +79,24 @@ extension BlueZCentralClient {
             }
         }
         return (services, characteristics, descriptors)
+    }
+
+    /// What the cache holds of one characteristic (on the queue); nil when it is gone.
+    package func characteristic(_ id: AttributeID) -> CharacteristicInfo? {
+        cache.objects[id.path].flatMap { Self.characteristicInfo(id.path, $0) }
+    }
+
+    private static func characteristicInfo(_ path: ObjectPath, _ interfaces: [String: [String: DBusValue]])
+        -> CharacteristicInfo?
+    {
+        guard let p = interfaces[BlueZNames.gattCharacteristic.rawValue], let uuid = p["UUID"]?.stringValue,
+            let service = p["Service"]?.objectPathValue
+        else { return nil }
+        return CharacteristicInfo(
+            id: AttributeID(path: path), service: AttributeID(path: service), uuid: uuid,
+            flags: p["Flags"]?.stringArrayValue ?? [], value: p["Value"]?.bytesValue,
+            isNotifying: p["Notifying"]?.boolValue ?? false, mtu: p["MTU"]?.uint16Value,
+            offersAcquireNotify: p["NotifyAcquired"] != nil, offersAcquireWrite: p["WriteAcquired"] != nil)
     }
 
     /// The attribute and bytes of a `Value` change event; nil for other events.

@@ -13,7 +13,16 @@ extension CentralEngine {
         var services: [AttributeID: Service] = [:]
         var characteristics: [AttributeID: Characteristic] = [:]
         var descriptors: [AttributeID: Descriptor] = [:]
+        /// The characteristics the app subscribed to (or is subscribing to).
         var notifying: Set<AttributeID> = []
+        /// The `AcquireNotify` sockets of subscribed characteristics.
+        var notifySockets: [AttributeID: BlueZNotifySocket] = [:]
+        /// Subscriptions whose `AcquireNotify` is under way; true when the app asked to stop meanwhile.
+        var acquiringNotify: [AttributeID: Bool] = [:]
+        /// The write-without-response paths, per characteristic.
+        var writeChannels: [AttributeID: WriteChannel] = [:]
+        /// `WriteValue` commands sent and not answered yet (flow control of the fallback path).
+        var commandsInFlight = 0
         var mtu: Int?
     }
 
@@ -141,63 +150,29 @@ extension CentralEngine {
 
     func write(_ peripheral: Peripheral, data: Data, characteristic: Characteristic, withResponse: Bool) {
         guard isConnected(peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }) else { return }
-        Task {
-            var failure: (any Error)? = nil
-            do throws(DBusError) {
-                try await client.writeValue(
-                    characteristic.id, descriptor: false, value: Array(data), withResponse: withResponse)
-            } catch { failure = Self.gattError(error) }
-            if withResponse { manager?.post(.gatt(peripheral, .wrote(characteristic, failure))) }
+        guard withResponse else { return writeWithoutResponse(peripheral, Array(data), characteristic: characteristic) }
+        client.writeValueInOrder(characteristic.id, descriptor: false, value: Array(data), withResponse: true) {
+            [self] error in
+            manager?.post(.gatt(peripheral, .wrote(characteristic, error.map(Self.gattError))))
         }
     }
 
     func write(_ peripheral: Peripheral, data: Data, descriptor: Descriptor) {
         guard isConnected(peripheral, else: { .wroteDescriptor(descriptor, $0) }) else { return }
-        Task {
-            var failure: (any Error)? = nil
-            do throws(DBusError) {
-                try await client.writeValue(descriptor.id, descriptor: true, value: Array(data), withResponse: true)
-            } catch { failure = Self.gattError(error) }
-            manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, failure)))
-        }
-    }
-
-    func setNotify(_ peripheral: Peripheral, enabled: Bool, characteristic: Characteristic) {
-        let id = peripheral.deviceID
-        guard isConnected(peripheral, else: { .notifyState(characteristic, characteristic.isNotifying, $0) }) else {
-            return
-        }
-        if enabled { gatt[id]?.notifying.insert(characteristic.id) }
-        Task {
-            do throws(DBusError) {
-                try await client.setNotify(characteristic.id, enabled: enabled)
-                connection.queue.async { [self] in
-                    if !enabled { gatt[id]?.notifying.remove(characteristic.id) }
-                    manager?.post(.gatt(peripheral, .notifyState(characteristic, enabled, nil)))
-                }
-            } catch {
-                connection.queue.async { [self] in
-                    if enabled { gatt[id]?.notifying.remove(characteristic.id) }
-                    manager?.post(.gatt(peripheral, .notifyState(characteristic, !enabled, Self.gattError(error))))
-                }
-            }
-        }
-    }
-
-    /// A `Value` change from bluetoothd: a notification when we subscribed.
-    func valueChanged(_ event: BlueZObjectCache.Event) {
-        guard let (attribute, bytes) = client.valueChange(in: event) else { return }
-        for (id, model) in gatt where model.notifying.contains(attribute) {
-            guard let characteristic = model.characteristics[attribute], let peripheral = peripherals[id] else {
-                continue
-            }
-            manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
+        client.writeValueInOrder(descriptor.id, descriptor: true, value: Array(data), withResponse: true) {
+            [self] error in
+            manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, error.map(Self.gattError))))
         }
     }
 
     /// Forgets the attribute objects of a link that ended; waiting discoveries fail.
     func resetGatt(_ id: DeviceHandle) {
+        if let model = gatt[id] {
+            for socket in model.notifySockets.values { socket.close() }
+            for channel in model.writeChannels.values { channel.socket?.close() }
+        }
         gatt[id] = nil
+        peripherals[id]?.update(canSendWriteWithoutResponse: true)
         restoredSubscriptions[id] = nil
         guard let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id] else {
             return
@@ -214,7 +189,7 @@ extension CentralEngine {
     // MARK: Helpers
 
     /// True when the peripheral is connected; otherwise posts `event(notConnected)` (if any) and returns false.
-    private func isConnected(
+    func isConnected(
         _ peripheral: Peripheral, else event: (BluetoothError) -> CentralManager.GattEvent?
     ) -> Bool {
         if links[peripheral.deviceID]?.phase == .connected { return true }

@@ -82,18 +82,8 @@ extension CentralEngine {
             let peripheral = peripherals[id]
         else { return }
         for attribute in attributes {
-            Task {
-                do throws(DBusError) {
-                    try await client.setNotify(attribute, enabled: true)
-                } catch {
-                    DBusLog.warning("could not subscribe again to a restored characteristic: \(error)")
-                    connection.queue.async { [self] in
-                        gatt[id]?.notifying.remove(attribute)
-                        guard let characteristic = gatt[id]?.characteristics[attribute] else { return }
-                        manager?.post(.gatt(peripheral, .notifyState(characteristic, false, Self.gattError(error))))
-                    }
-                }
-            }
+            guard let characteristic = gatt[id]?.characteristics[attribute] else { continue }
+            subscribe(peripheral, characteristic, report: false)
         }
     }
 }

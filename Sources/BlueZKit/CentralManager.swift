@@ -233,6 +233,8 @@ public final class CentralManager: @unchecked Sendable {
         case rssi(Int, (any Error)?)
         /// The device's name changed (`Device1.Name`, from an advertisement or the GAP service).
         case name(String)
+        /// Writes without response that waited have gone out.
+        case readyToSendWriteWithoutResponse
     }
 
     /// A change of a peripheral's connection.
@@ -277,9 +279,19 @@ public final class CentralManager: @unchecked Sendable {
             case .gatt(let peripheral, let change):
                 deliver(change, for: peripheral)
                 waiters.gattChanged(change, peripheral: peripheral)
+                // Values change nothing that restoration keeps.
+                if case .value = change { return }
             }
             saveState()
         }
+    }
+
+    /// Delivers a notification that arrived on the queue itself (an `AcquireNotify` socket read
+    /// there): the same as posting `.value`, without the hop. On `queue`.
+    func deliverNotification(_ value: Data, of characteristic: Characteristic, from peripheral: Peripheral) {
+        let change = GattEvent.value(characteristic, value, nil)
+        deliver(change, for: peripheral)
+        waiters.gattChanged(change, peripheral: peripheral)
     }
 
     private func deliver(_ change: LinkEvent, for peripheral: Peripheral) {
@@ -351,6 +363,8 @@ public final class CentralManager: @unchecked Sendable {
         case .name(let name):
             peripheral.update(name: name)
             delegate?.peripheralDidUpdateName(peripheral)
+        case .readyToSendWriteWithoutResponse:
+            delegate?.peripheralIsReady(toSendWriteWithoutResponse: peripheral)
         }
     }
 

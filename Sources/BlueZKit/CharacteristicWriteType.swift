@@ -7,9 +7,8 @@ public enum CharacteristicWriteType: Int, Hashable, Sendable, CaseIterable, Coda
     /// Write and wait for the peripheral to confirm (0); the result arrives in
     /// `peripheral(_:didWriteValueFor:error:)`.
     case withResponse = 0
-    /// Write without a confirmation (1); nothing reports success, and writes
-    /// may be dropped when the link is busy (BlueZ queues them; flow control through
-    /// AcquireWrite is not built yet).
+    /// Write without a confirmation (1); nothing reports success. Writes wait their turn
+    /// rather than being dropped: see ``Peripheral/canSendWriteWithoutResponse``.
     case withoutResponse = 1
 
     /// The case name, for logs.

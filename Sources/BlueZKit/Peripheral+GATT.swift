@@ -37,10 +37,12 @@ extension Peripheral {
         perform { $0.read(self, descriptor: descriptor) }
     }
 
-    /// Writes a characteristic's value (`WriteValue` with type `request` or `command`).
+    /// Writes a characteristic's value (`WriteValue` with type `request`; without response
+    /// through `AcquireWrite`'s socket, or `WriteValue` with type `command`).
     ///
     /// With `.withResponse` the delegate's `didWriteValueFor` follows the
-    /// peripheral's answer; `.withoutResponse` reports nothing.
+    /// peripheral's answer; `.withoutResponse` reports nothing (see
+    /// ``canSendWriteWithoutResponse``). Writes reach bluetoothd in the order they were made.
     public func writeValue(_ data: Data, for characteristic: Characteristic, type: CharacteristicWriteType) {
         perform { $0.write(self, data: data, characteristic: characteristic, withResponse: type == .withResponse) }
     }
@@ -50,9 +52,12 @@ extension Peripheral {
         perform { $0.write(self, data: data, descriptor: descriptor) }
     }
 
-    /// Turns notifications (or indications) on or off (`StartNotify` / `StopNotify`).
+    /// Turns notifications (or indications) on or off.
     ///
-    /// Values then arrive through `peripheral(_:didUpdateValueFor:error:)`.
+    /// Notifications use `AcquireNotify` where bluetoothd offers it (a socket that carries each
+    /// value, released by closing it), `StartNotify` / `StopNotify` otherwise — indications
+    /// always. Values then arrive through `peripheral(_:didUpdateValueFor:error:)`, after
+    /// `peripheral(_:didUpdateNotificationStateFor:error:)`; a subscription ends with the link.
     public func setNotifyValue(_ enabled: Bool, for characteristic: Characteristic) {
         perform { $0.setNotify(self, enabled: enabled, characteristic: characteristic) }
     }

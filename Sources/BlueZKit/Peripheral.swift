@@ -25,6 +25,7 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
         var name: String?
         var state: PeripheralState = .disconnected
         var services: [Service]?
+        var canSendWriteWithoutResponse = true
     }
 
     init(identifier: UUID, deviceID: DeviceHandle, name: String?, engine: CentralEngine) {
@@ -43,6 +44,17 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     /// The services discovered so far (nil before ``discoverServices(_:)``; cleared on disconnect).
     public var services: [Service]? { mutable.withLock { $0.services } }
     func update(services: [Service]?) { mutable.withLock { $0.services = services } }
+
+    /// Whether a write without response goes out now (true) or has to wait its turn in this process.
+    ///
+    /// BlueZKit never drops a write without response: when the socket of `AcquireWrite` is full,
+    /// or too many `WriteValue` commands wait for bluetoothd, writes queue here in order and this
+    /// turns false; ``PeripheralDelegate/peripheralIsReady(toSendWriteWithoutResponse:)`` follows
+    /// once they went out. Apps that stream should wait for that call, as on Apple's platforms.
+    public var canSendWriteWithoutResponse: Bool { mutable.withLock { $0.canSendWriteWithoutResponse } }
+    func update(canSendWriteWithoutResponse: Bool) {
+        mutable.withLock { $0.canSendWriteWithoutResponse = canSendWriteWithoutResponse }
+    }
 
     /// The device's name (BlueZ's `Name`, from the advertisement or the GAP service), if known.
     public var name: String? { mutable.withLock { $0.name } }

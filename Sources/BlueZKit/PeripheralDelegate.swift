@@ -29,6 +29,9 @@ public protocol PeripheralDelegate: AnyObject {
     /// The peripheral's ``Peripheral/name`` changed (BlueZ's `Device1.Name`, from an
     /// advertisement or, once connected, the GAP Device Name; a local alias does not count).
     func peripheralDidUpdateName(_ peripheral: Peripheral)
+    /// ``Peripheral/canSendWriteWithoutResponse`` became true again: writes without response
+    /// that had to wait have gone out, and new ones go out at once.
+    func peripheralIsReady(toSendWriteWithoutResponse peripheral: Peripheral)
 }
 
 extension PeripheralDelegate {
@@ -66,4 +69,6 @@ extension PeripheralDelegate {
     public func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?) {}
     /// Does nothing.
     public func peripheralDidUpdateName(_ peripheral: Peripheral) {}
+    /// Does nothing.
+    public func peripheralIsReady(toSendWriteWithoutResponse peripheral: Peripheral) {}
 }

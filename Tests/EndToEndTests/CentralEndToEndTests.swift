@@ -102,6 +102,7 @@ final class E2EPeripheralDelegate: PeripheralDelegate, @unchecked Sendable {
     private let log = Mutex<([String], [any Error])>(([], []))
     func count(_ prefix: String) -> Int { log.withLock { $0.0.filter { $0.hasPrefix(prefix) }.count } }
     var errors: [any Error] { log.withLock { $0.1 } }
+    var events: [String] { log.withLock { $0.0 } }
     private func record(_ event: String, _ error: (any Error)?) {
         log.withLock {
             $0.0.append(event)
@@ -113,7 +114,8 @@ final class E2EPeripheralDelegate: PeripheralDelegate, @unchecked Sendable {
         record("characteristics", error)
     }
     func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?) {
-        record("value \(characteristic.uuid)", error)
+        let hex = (characteristic.value ?? Data()).map { String(format: "%02x", $0) }.joined()
+        record("value \(characteristic.uuid) \(hex)", error)
     }
     func peripheral(_ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?) {
         record("wrote \(characteristic.uuid)", error)

@@ -8,6 +8,7 @@ extension EndToEndTests {
     /// A service UUID of this test's own: hci1's database may still hold
     /// example-gatt-server's heart-rate service from the other test.
     static let testService = BluetoothUUID(string: "5A1E0001-B1E2-4C00-9E00-000000000001")!
+    static let streamCharacteristic = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000001")!
 
     /// Our heart-rate-like peripheral on hci1, our central on hci0, through the real bluetoothd.
     @Test func ourCentralAgainstOurPeripheral() async throws {
@@ -23,8 +24,12 @@ extension EndToEndTests {
             type: BluetoothUUID(0x2A38), properties: [.read], value: Data([0x02]), permissions: [.readable])
         let control = MutableCharacteristic(
             type: BluetoothUUID(0x2A39), properties: [.write], value: nil, permissions: [.writeable])
+        let stream = MutableCharacteristic(
+            type: Self.streamCharacteristic, properties: [.writeWithoutResponse], value: nil, permissions: [.writeable])
+        let alert = MutableCharacteristic(
+            type: BluetoothUUID(0x2A05), properties: [.indicate], value: nil, permissions: [])
         let service = MutableService(type: Self.testService, primary: true)
-        service.characteristics = [measurement, location, control]
+        service.characteristics = [measurement, location, control, stream, alert]
         manager.add(service)
         try await waitUntil("service added", timeout: .seconds(30)) { server.log.contains("added") }
         #expect(server.log == ["added"])
@@ -57,6 +62,8 @@ extension EndToEndTests {
         let remoteMeasurement = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A37) })
         let remoteLocation = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A38) })
         let remoteControl = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A39) })
+        let remoteStream = try #require(characteristics.first { $0.uuid == Self.streamCharacteristic })
+        let remoteAlert = try #require(characteristics.first { $0.uuid == BluetoothUUID(0x2A05) })
 
         sensor.readValue(for: remoteLocation)
         try await waitUntil("read the static value") { recorder.count("value 2A38") == 1 }
@@ -77,6 +84,40 @@ extension EndToEndTests {
             return recorder.count("value 2A37") >= 1
         }
         #expect(remoteMeasurement.value == Data([0x00, 72]))
+        // Through AcquireNotify's socket (bluetoothd offers it for notify characteristics): in order.
+        for beat in 100..<120 as Range<UInt8> {
+            try await waitUntil("room to notify") {
+                manager.updateValue(Data([0x00, beat]), for: measurement, onSubscribedCentrals: nil)
+            }
+        }
+        try await waitUntil("20 more notifications", timeout: .seconds(30)) {
+            recorder.events.last { $0.hasPrefix("value 2A37") } == "value 2A37 0077"
+        }
+        #expect(
+            recorder.events.filter { $0.hasPrefix("value 2A37") }.suffix(20)
+                == (100..<120).map { "value 2A37 00\(String($0, radix: 16))" })
+
+        // Indications: bluetoothd offers no AcquireNotify for them, so this is StartNotify.
+        sensor.setNotifyValue(true, for: remoteAlert)
+        try await waitUntil("subscribed to indications") { recorder.count("notifying 2A05 true") == 1 }
+        try await waitUntil("an indication arrives", timeout: .seconds(30)) {
+            _ = manager.updateValue(Data([0x05]), for: alert, onSubscribedCentrals: nil)
+            return recorder.count("value 2A05") >= 1
+        }
+        #expect(remoteAlert.value == Data([0x05]))
+
+        // Writes without response through AcquireWrite's socket, in order.
+        for index in 0..<40 as Range<UInt8> {
+            sensor.writeValue(Data([0x01, index]), for: remoteStream, type: .withoutResponse)
+        }
+        try await waitUntil("40 writes without response", timeout: .seconds(30)) {
+            server.log.filter { $0.hasPrefix("write \(Self.streamCharacteristic)") }.count == 40
+        }
+        // All of them, but not necessarily in order: bluetoothd 5.66 spreads ATT commands over its
+        // EATT bearers (main.conf `Channels`, 3 by default), and each bearer is served on its own.
+        #expect(
+            server.log.filter { $0.hasPrefix("write \(Self.streamCharacteristic)") }.sorted()
+                == (0..<40).map { String(format: "write \(Self.streamCharacteristic) 01%02x", $0) })
 
         centralManager.cancelPeripheralConnection(sensor)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }

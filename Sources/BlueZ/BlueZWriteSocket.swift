@@ -1,0 +1,129 @@
+package import DBus
+package import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The socket `GattCharacteristic1.AcquireWrite` hands out: each datagram is one write without response.
+///
+/// bluetoothd (src/gatt-client.c, `sock_read`) turns every datagram it reads into an ATT Write
+/// Command. The socket is non-blocking: when the kernel buffer is full ``send(_:)`` says so
+/// instead of waiting, which is the flow control Core Bluetooth calls
+/// `canSendWriteWithoutResponse`. bluetoothd closes its end when the link goes down or it exits;
+/// that is reported once through `onClose`.
+///
+/// Queue-confined: create it, send and close on `queue` (the caller's serial queue).
+package final class BlueZWriteSocket: @unchecked Sendable {
+    /// The ATT MTU bluetoothd reported with the socket: a datagram carries at most `mtu - 3` bytes.
+    package let mtu: Int
+    private let queue: DispatchQueue
+    private let fd: Int32
+    private let hangup: any DispatchSourceRead
+    private var writable: (any DispatchSourceWrite)?
+    /// Counts ``whenWritable(_:)`` arms, so a fired source knows whether it is still the current one.
+    private var writableArms = 0
+    private var closed = false
+    private let sources: SourceCount
+
+    /// What became of one datagram.
+    package enum SendResult: Sendable, Equatable {
+        case sent
+        /// The socket is full: nothing was sent; try again after ``whenWritable(_:)``.
+        case wouldBlock
+        /// bluetoothd's end is gone (or we closed ours): nothing was sent.
+        case closed
+    }
+
+    /// Takes over `descriptor`; `onClose` runs once on `queue` when bluetoothd closes its end.
+    package init(
+        descriptor: UnixFileDescriptor, mtu: UInt16, queue: DispatchQueue, onClose: @escaping @Sendable () -> Void
+    ) {
+        self.mtu = Int(mtu)
+        self.queue = queue
+        let fd = descriptor.take()
+        self.fd = fd
+        let sources = SourceCount(fd: fd)
+        self.sources = sources
+        let hangup = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        self.hangup = hangup
+        hangup.setEventHandler { [weak self, hangup] in
+            // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
+            var byte: UInt8 = 0
+            let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
+            if count > 0 || (count < 0 && (errno == EAGAIN || errno == EINTR)) { return }
+            hangup.cancel()
+            guard let self, !self.closed else { return }
+            self.close()
+            onClose()
+        }
+        hangup.setCancelHandler { sources.release() }
+        hangup.resume()
+    }
+
+    /// Sends `bytes` as one datagram without blocking (on `queue`).
+    package func send(_ bytes: [UInt8]) -> SendResult {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return .closed }
+        let count = bytes.withUnsafeBytes {
+            Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+        }
+        if count >= 0 { return .sent }
+        switch errno {
+        case EAGAIN, EWOULDBLOCK, ENOBUFS, EINTR: return .wouldBlock
+        default:
+            close()
+            return .closed
+        }
+    }
+
+    /// Calls `body` once on `queue` when the socket has room again (or is closed).
+    package func whenWritable(_ body: @escaping @Sendable () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return body() }
+        writable?.cancel()
+        let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+        writable = source
+        writableArms += 1
+        let arm = writableArms
+        sources.retain()
+        source.setCancelHandler { [sources] in sources.release() }
+        source.setEventHandler { [weak self, source] in
+            source.cancel()
+            if let self, self.writableArms == arm { self.writable = nil }
+            body()
+        }
+        source.resume()
+    }
+
+    /// Closes our end (bluetoothd then releases the write session). Idempotent; on `queue`.
+    package func close() {
+        guard !closed else { return }
+        closed = true
+        writable?.cancel()
+        writable = nil
+        // The last source's cancel handler closes the descriptor, once no source watches it.
+        hangup.cancel()
+    }
+
+    deinit {
+        writable?.cancel()
+        hangup.cancel()
+    }
+}
+
+/// Closes a descriptor once the last dispatch source watching it is cancelled. Queue-confined.
+private final class SourceCount: @unchecked Sendable {
+    private let fd: Int32
+    private var count = 1
+
+    init(fd: Int32) { self.fd = fd }
+
+    func retain() { count += 1 }
+
+    func release() {
+        count -= 1
+        if count == 0 { _ = Glibc.close(fd) }
+    }
+}

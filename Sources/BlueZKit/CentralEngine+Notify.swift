@@ -1,0 +1,158 @@
+import BlueZ
+import DBus
+import Foundation
+
+/// Subscriptions: `AcquireNotify` where bluetoothd offers it, `StartNotify` otherwise.
+///
+/// With `AcquireNotify` every notification is one datagram on a socket, read on the manager's
+/// queue and handed to the delegate there: no bus message, no hop through the connection's
+/// queue. bluetoothd 5.66 offers it for characteristics with the notify property only (not for
+/// indications), to one client at a time, and not while any client has a `StartNotify` session;
+/// whenever it refuses, the subscription falls back to `StartNotify`, whose values arrive as
+/// `PropertiesChanged` on `Value`. Either way a subscription ends with the link.
+extension CentralEngine {
+    func setNotify(_ peripheral: Peripheral, enabled: Bool, characteristic: Characteristic) {
+        let id = peripheral.deviceID
+        let attribute = characteristic.id
+        guard isConnected(peripheral, else: { .notifyState(characteristic, characteristic.isNotifying, $0) }) else {
+            return
+        }
+        if enabled {
+            if gatt[id]?.acquiringNotify[attribute] != nil {
+                gatt[id]?.acquiringNotify[attribute] = false
+                return
+            }
+            if gatt[id]?.notifySockets[attribute] != nil {
+                manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil)))
+                return
+            }
+            gatt[id]?.notifying.insert(attribute)
+            subscribe(peripheral, characteristic, report: true)
+            return
+        }
+        if gatt[id]?.acquiringNotify[attribute] != nil {
+            // Answered once AcquireNotify has: the app hears on, then off, in the order it asked.
+            gatt[id]?.acquiringNotify[attribute] = true
+            return
+        }
+        if let socket = gatt[id]?.notifySockets.removeValue(forKey: attribute) {
+            socket.close()
+            gatt[id]?.notifying.remove(attribute)
+            manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
+            return
+        }
+        Task {
+            do throws(DBusError) {
+                try await client.setNotify(attribute, enabled: false)
+                connection.queue.async { [self] in
+                    gatt[id]?.notifying.remove(attribute)
+                    manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
+                }
+            } catch {
+                manager?.post(.gatt(peripheral, .notifyState(characteristic, true, Self.gattError(error))))
+            }
+        }
+    }
+
+    /// Starts a subscription the model already lists in `notifying`; `report` tells the delegate
+    /// how it went (restored subscriptions report only failures).
+    func subscribe(_ peripheral: Peripheral, _ characteristic: Characteristic, report: Bool) {
+        let id = peripheral.deviceID
+        let attribute = characteristic.id
+        let offersSocket = client.characteristic(attribute)?.offersAcquireNotify ?? false
+        guard offersSocket, let manager else { return startNotify(peripheral, characteristic, report: report) }
+        gatt[id]?.acquiringNotify[attribute] = false
+        let queue = manager.queue
+        Task {
+            let result: Result<(UnixFileDescriptor, UInt16), DBusError>
+            do throws(DBusError) {
+                result = .success(try await client.acquireNotify(attribute))
+            } catch {
+                result = .failure(error)
+            }
+            connection.queue.async { [self] in
+                guard let stopAsked = gatt[id]?.acquiringNotify.removeValue(forKey: attribute) else {
+                    // The link ended meanwhile: the descriptor (if any) closes with `result`.
+                    return
+                }
+                switch result {
+                case .success(let (descriptor, mtu)):
+                    // The state first: the socket's first value is queued after it.
+                    if report { self.manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
+                    let socket = notifySocket(descriptor, mtu: mtu, peripheral, characteristic, queue: queue)
+                    gatt[id]?.notifySockets[attribute] = socket
+                    if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
+                case .failure(let error):
+                    DBusLog.debug("AcquireNotify refused (\(error)); subscribing with StartNotify")
+                    startNotify(peripheral, characteristic, report: report)
+                    if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
+                }
+            }
+        }
+    }
+
+    /// A socket whose datagrams go straight to the delegate on the manager's queue.
+    private func notifySocket(
+        _ descriptor: UnixFileDescriptor, mtu: UInt16, _ peripheral: Peripheral, _ characteristic: Characteristic,
+        queue: DispatchQueue
+    ) -> BlueZNotifySocket {
+        let manager = self.manager
+        let socket = BlueZNotifySocket(
+            descriptor: descriptor, mtu: mtu, queue: queue,
+            onValue: { [weak manager] bytes in
+                manager?.deliverNotification(Data(bytes), of: characteristic, from: peripheral)
+            },
+            onClose: { [weak self] in
+                guard let self else { return }
+                self.connection.queue.async { self.notifySocketClosed(peripheral, characteristic) }
+            })
+        return socket
+    }
+
+    /// bluetoothd closed a notification socket. When the link is still up after a round trip
+    /// (the link going down closes it too, and is reported as a disconnection), the
+    /// subscription has ended: the delegate hears it with an error.
+    private func notifySocketClosed(_ peripheral: Peripheral, _ characteristic: Characteristic) {
+        let id = peripheral.deviceID
+        guard gatt[id]?.notifySockets.removeValue(forKey: characteristic.id) != nil else { return }
+        Task {
+            await client.synchronize(with: id)
+            connection.queue.async { [self] in
+                guard links[id]?.phase == .connected, gatt[id]?.notifying.remove(characteristic.id) != nil else {
+                    return
+                }
+                let error = BluetoothError(
+                    .unknown, message: "bluetoothd ended the notification session of \(characteristic.uuid)")
+                manager?.post(.gatt(peripheral, .notifyState(characteristic, false, error)))
+            }
+        }
+    }
+
+    private func startNotify(_ peripheral: Peripheral, _ characteristic: Characteristic, report: Bool) {
+        let id = peripheral.deviceID
+        let attribute = characteristic.id
+        Task {
+            do throws(DBusError) {
+                try await client.setNotify(attribute, enabled: true)
+                if report { manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
+            } catch {
+                if !report { DBusLog.warning("could not subscribe again to a restored characteristic: \(error)") }
+                connection.queue.async { [self] in
+                    gatt[id]?.notifying.remove(attribute)
+                    manager?.post(.gatt(peripheral, .notifyState(characteristic, false, Self.gattError(error))))
+                }
+            }
+        }
+    }
+
+    /// A `Value` change from bluetoothd: a notification when we subscribed with `StartNotify`.
+    func valueChanged(_ event: BlueZObjectCache.Event) {
+        guard let (attribute, bytes) = client.valueChange(in: event) else { return }
+        for (id, model) in gatt where model.notifying.contains(attribute) && model.notifySockets[attribute] == nil {
+            guard let characteristic = model.characteristics[attribute], let peripheral = peripherals[id] else {
+                continue
+            }
+            manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
+        }
+    }
+}

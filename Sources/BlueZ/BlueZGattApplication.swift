@@ -1,4 +1,5 @@
 package import DBus
+import Synchronization
 
 /// A local GATT application as bluetoothd wants it: an ObjectManager at the
 /// application's root with `GattService1`, `GattCharacteristic1` and
@@ -6,6 +7,11 @@ package import DBus
 /// `GattManager1.RegisterApplication`. Only bluetoothd (the owner of
 /// `org.bluez`) may call the objects; everyone else gets AccessDenied.
 package final class BlueZGattApplication: Sendable {
+    /// The flags that let bluetoothd indicate a characteristic (`parse_chrc_flags`).
+    static let indicateFlags: Set<String> = [
+        "indicate", "encrypt-indicate", "encrypt-authenticated-indicate", "secure-indicate",
+    ]
+
     /// What one service looks like, with the layer above's callbacks.
     package struct Service: Sendable {
         package var uuid: String
@@ -59,9 +65,15 @@ package final class BlueZGattApplication: Sendable {
         let path: ObjectPath
     }
 
+    /// The confirmation callbacks given to `notify`, by characteristic path.
+    private final class ConfirmationHandlers: Sendable {
+        let handlers = Mutex<[ObjectPath: @Sendable () -> Void]>([:])
+    }
+
     package let connection: DBusConnection
     let root: ObjectPath
     private let paths: [ObjectPath]
+    private let confirmations: ConfirmationHandlers
     /// The characteristic objects, in the order of `service.characteristics`.
     package let characteristicIDs: [CharacteristicID]
 
@@ -72,6 +84,8 @@ package final class BlueZGattApplication: Sendable {
         self.root = root
         var paths: [ObjectPath] = []
         var ids: [CharacteristicID] = []
+        let confirmations = ConfirmationHandlers()
+        self.confirmations = confirmations
         try await connection.addObjectManager(at: root, allowedCaller: BlueZNames.service)
         let servicePath = try root.appending("service0")
         for (c, characteristic) in service.characteristics.enumerated() {
@@ -87,7 +101,7 @@ package final class BlueZGattApplication: Sendable {
             try await connection.export(
                 [
                     Self.characteristicInterface(
-                        characteristic, service: servicePath, connection: connection, path: path)
+                        characteristic, service: servicePath, path: path, confirmations: confirmations)
                 ],
                 at: path, allowedCaller: BlueZNames.service)
             paths.append(path)
@@ -125,7 +139,13 @@ package final class BlueZGattApplication: Sendable {
 
     /// Sends a new value to subscribers: `PropertiesChanged` on `Value` (bluetoothd
     /// turns it into a notification or indication to every subscribed device).
-    package func notify(_ id: CharacteristicID, value: [UInt8]) {
+    ///
+    /// For every indication a device confirms, bluetoothd calls our `Confirm()` (no
+    /// arguments, no reply expected; BlueZ 5.66 also calls it when the indication fails
+    /// because the link dropped or timed out). `onConfirm`, when given, is called on the
+    /// connection's queue for each of those calls from now on; nil leaves them to a debug log.
+    package func notify(_ id: CharacteristicID, value: [UInt8], onConfirm: (@Sendable () -> Void)? = nil) {
+        confirmations.handlers.withLock { $0[id.path] = onConfirm }
         connection.emitPropertiesChanged(
             path: id.path, interface: BlueZNames.gattCharacteristic, changed: ["Value": .bytes(value)])
     }
@@ -133,9 +153,10 @@ package final class BlueZGattApplication: Sendable {
     // MARK: Interfaces
 
     private static func characteristicInterface(
-        _ characteristic: Characteristic, service: ObjectPath, connection: DBusConnection, path: ObjectPath
+        _ characteristic: Characteristic, service: ObjectPath, path: ObjectPath, confirmations: ConfirmationHandlers
     ) -> DBusInterface {
-        DBusInterface(
+        let indicates = characteristic.flags.contains { indicateFlags.contains($0) }
+        return DBusInterface(
             BlueZNames.gattCharacteristic,
             methods: [
                 DBusMethod("ReadValue", in: "a{sv}", out: "ay") { invocation in
@@ -155,6 +176,17 @@ package final class BlueZGattApplication: Sendable {
                 DBusMethod("StopNotify") { invocation in
                     characteristic.onNotify(false)
                     invocation.reply()
+                },
+                DBusMethod("Confirm") { invocation in
+                    // bluetoothd wants no reply (then none goes out); a caller that waits for one gets it empty.
+                    invocation.reply()
+                    guard indicates else {
+                        return DBusLog.debug("Confirm on \(path), which does not indicate: ignored")
+                    }
+                    guard let handler = confirmations.handlers.withLock({ $0[path] }) else {
+                        return DBusLog.debug("Confirm on \(path), which sent no indication: ignored")
+                    }
+                    handler()
                 },
             ],
             properties: [

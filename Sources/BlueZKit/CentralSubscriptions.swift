@@ -10,6 +10,12 @@
 /// common case — that is exact; with several subscribing at the same moment
 /// the attribution can swap two of them. A subscription is over when its
 /// central's link goes down or at `StopNotify`.
+///
+/// The table also follows indications waiting for confirmations (see
+/// ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)``): bluetoothd's `Confirm()`
+/// does not say which central confirmed, so each one settles one of the centrals the
+/// indication went to, and a central that leaves (its link drops, or `StopNotify`) is not
+/// waited for any more.
 struct CentralSubscriptions: Sendable {
     /// The address used when no connected central is known (the link event has not arrived).
     static let unknownAddress = "00:00:00:00:00:00"
@@ -19,9 +25,30 @@ struct CentralSubscriptions: Sendable {
         var mtu: Int?
     }
 
+    /// One characteristic's indication, sent to centrals that have not all confirmed it.
+    private struct Confirmations: Sendable {
+        let generation: Int
+        /// The centrals still to confirm; empty once the wait is over and a refused
+        /// update's "ready" is on its way to the delegate.
+        var awaited: [String]
+        /// An update was refused while waiting: the delegate must hear "ready" before the next one.
+        var refused = false
+    }
+
+    /// A wait for confirmations that ended (all confirmed, centrals left, or timed out).
+    struct EndedWait: Sendable {
+        let characteristic: ObjectIdentifier
+        let generation: Int
+        /// An update was refused during the wait: the delegate is told it is ready.
+        let refused: Bool
+    }
+
     private var links: [String: Link] = [:]
     private var subscribers: [ObjectIdentifier: [String]] = [:]
     private var clock = 0
+    private var confirmations: [ObjectIdentifier: Confirmations] = [:]
+    private var endedWaits: [EndedWait] = []
+    private var generations = 0
 
     /// The addresses of connected centrals.
     var connectedAddresses: Set<String> { Set(links.keys) }
@@ -45,6 +72,10 @@ struct CentralSubscriptions: Sendable {
     /// Returns those characteristics.
     mutating func disconnected(_ address: String) -> [ObjectIdentifier] {
         links[address] = nil
+        for (characteristic, entry) in confirmations where entry.awaited.contains(address) {
+            confirmations[characteristic]?.awaited.removeAll { $0 == address }
+            if confirmations[characteristic]?.awaited.isEmpty == true { endWait(characteristic) }
+        }
         var left: [ObjectIdentifier] = []
         for (characteristic, addresses) in subscribers where addresses.contains(address) {
             left.append(characteristic)
@@ -65,18 +96,80 @@ struct CentralSubscriptions: Sendable {
 
     /// The last subscriber left (`StopNotify`): returns everyone still counted as subscribed.
     mutating func unsubscribeAll(_ characteristic: ObjectIdentifier) -> [String] {
-        subscribers.removeValue(forKey: characteristic) ?? []
+        if confirmations[characteristic]?.awaited.isEmpty == false { endWait(characteristic) }
+        return subscribers.removeValue(forKey: characteristic) ?? []
     }
 
     /// The subscribers of `characteristic`, in the order they subscribed.
     func subscribers(of characteristic: ObjectIdentifier) -> [String] { subscribers[characteristic] ?? [] }
 
-    /// Forgets every link and subscription (bluetoothd went away).
+    /// Forgets every link and subscription (bluetoothd went away); nobody is waited for any more.
     mutating func reset() -> [ObjectIdentifier: [String]] {
+        for (characteristic, entry) in confirmations where !entry.awaited.isEmpty { endWait(characteristic) }
         defer {
             links.removeAll()
             subscribers.removeAll()
         }
         return subscribers
+    }
+
+    // MARK: Indication confirmations
+
+    /// Whether an update of `characteristic` must wait for confirmations (or for the delegate to
+    /// hear "ready" after the last one); when it must, the wait remembers that it refused one.
+    mutating func refusesUpdate(of characteristic: ObjectIdentifier) -> Bool {
+        guard let entry = confirmations[characteristic] else { return false }
+        if !entry.awaited.isEmpty { confirmations[characteristic]?.refused = true }
+        return true
+    }
+
+    /// An indication of `characteristic` goes to its subscribers now: waits for one confirmation
+    /// from each. Returns the wait's generation (for its timeout), nil when nobody is subscribed.
+    mutating func expectConfirmations(of characteristic: ObjectIdentifier) -> Int? {
+        let awaited = subscribers(of: characteristic)
+        guard !awaited.isEmpty else { return nil }
+        generations += 1
+        confirmations[characteristic] = Confirmations(generation: generations, awaited: awaited)
+        return generations
+    }
+
+    /// bluetoothd called `Confirm()`: one of the awaited centrals confirmed. Returns false when
+    /// nobody was awaited (a late or stray confirmation, ignored).
+    mutating func confirmationArrived(for characteristic: ObjectIdentifier) -> Bool {
+        guard confirmations[characteristic]?.awaited.isEmpty == false else { return false }
+        confirmations[characteristic]?.awaited.removeFirst()
+        if confirmations[characteristic]?.awaited.isEmpty == true { endWait(characteristic) }
+        return true
+    }
+
+    /// The ATT transaction timeout passed: the wait of that generation is over.
+    mutating func confirmationsTimedOut(for characteristic: ObjectIdentifier, generation: Int) {
+        guard let entry = confirmations[characteristic], entry.generation == generation, !entry.awaited.isEmpty
+        else { return }
+        endWait(characteristic)
+    }
+
+    /// The delegate heard "ready" for the wait of that generation: updates go out again.
+    mutating func readyDelivered(for characteristic: ObjectIdentifier, generation: Int) {
+        guard let entry = confirmations[characteristic], entry.generation == generation, entry.awaited.isEmpty
+        else { return }
+        confirmations[characteristic] = nil
+    }
+
+    /// The waits that ended since the last call.
+    mutating func takeEndedWaits() -> [EndedWait] {
+        defer { endedWaits.removeAll() }
+        return endedWaits
+    }
+
+    private mutating func endWait(_ characteristic: ObjectIdentifier) {
+        guard let entry = confirmations[characteristic] else { return }
+        endedWaits.append(
+            EndedWait(characteristic: characteristic, generation: entry.generation, refused: entry.refused))
+        if entry.refused {
+            confirmations[characteristic]?.awaited = []
+        } else {
+            confirmations[characteristic] = nil
+        }
     }
 }

@@ -8,6 +8,10 @@ extension PeripheralManager {
     /// More queued than this and ``updateValue(_:for:onSubscribedCentrals:)`` says "not now".
     static let backlogLimit = DBusConnection.Backlog(queuedMessages: 64, outgoingBytes: 64 * 1024)
 
+    /// The longest value an attribute holds, so the longest one a notification or indication
+    /// carries (ATT's 512 bytes; bluetoothd would cut a longer one).
+    static let maximumValueLength = 512
+
     /// Sends `value` to the centrals subscribed to `characteristic` (`PropertiesChanged` on its
     /// `Value`; bluetoothd notifies or indicates each subscriber, as the characteristic's flags say).
     ///
@@ -18,20 +22,55 @@ extension PeripheralManager {
     /// ``PeripheralManagerDelegate/peripheralManagerIsReady(toUpdateSubscribers:)`` (called on
     /// `queue` once half the backlog is gone); send the value again then.
     ///
+    /// Indications are confirmed: for a characteristic whose properties include
+    /// ``CharacteristicProperties/indicate`` but not ``CharacteristicProperties/notify`` (so
+    /// every subscriber gets indications), a value that was sent waits for one confirmation from
+    /// each subscribed central (bluetoothd calls `Confirm()` for each). Until they all came,
+    /// further updates of that characteristic return false; when the last one arrives, the
+    /// delegate gets `peripheralManagerIsReady(toUpdateSubscribers:)` once, if an update was
+    /// refused meanwhile, and updates return false until it did. bluetoothd does not say which
+    /// central confirmed, so a central whose link drops, or the last subscriber leaving, is not
+    /// waited for any more, and after 30 seconds (ATT's transaction timeout) nobody is.
+    /// A characteristic that can notify is not paced this way.
+    ///
+    /// A value longer than 512 bytes, or than the ``Central/maximumUpdateValueLength`` of a
+    /// central it goes to (those in `centrals` that are subscribed, or all subscribers when
+    /// `centrals` is nil), is refused, not cut: the method returns false, sends nothing and logs
+    /// a warning, and no `peripheralManagerIsReady(toUpdateSubscribers:)` follows (it is not
+    /// back-pressure; send shorter values). Only centrals whose ATT MTU bluetoothd reported (with
+    /// a read or write request) are checked: for the others the length is a guess of 20, and
+    /// bluetoothd cuts a value to the MTU of their link.
+    ///
     /// BlueZ sends the value to every subscriber of the characteristic: `centrals` (Core
     /// Bluetooth's per-central selection) is honoured only as far as nil or a list that holds at
     /// least one subscriber sending to all; a list with no subscriber in it sends nothing and
-    /// returns true. A value longer than the smallest subscriber's ``Central/maximumUpdateValueLength``
-    /// is truncated by bluetoothd for that central, as Core Bluetooth does.
+    /// returns true.
     @discardableResult
     public func updateValue(
         _ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?
     )
         -> Bool
     {
-        let (target, client) = shared.withLock { ($0.characteristics[ObjectIdentifier(characteristic)], $0.client) }
+        guard value.count <= Self.maximumValueLength else {
+            DBusLog.warning(
+                "updateValue: \(value.count) bytes for \(characteristic.uuid) not sent: "
+                    + "an attribute value holds at most \(Self.maximumValueLength)")
+            return false
+        }
+        let key = ObjectIdentifier(characteristic)
+        let (target, client, adapter) = shared.withLock {
+            ($0.characteristics[key], $0.client, $0.adapterAddress)
+        }
         guard let (application, id) = target, let client else { return false }
         if let centrals, Set(centrals).isDisjoint(with: characteristic.subscribedCentrals ?? []) { return true }
+        if let (identifier, limit) = tightestLimit(of: key, for: centrals, adapter: adapter), value.count > limit {
+            DBusLog.warning(
+                "updateValue: \(value.count) bytes for \(characteristic.uuid) not sent: central "
+                    + "\(identifier.uuidString) takes at most \(limit) (its ATT MTU minus 3)")
+            return false
+        }
+        let indicatesOnly = Self.indicatesOnly(characteristic.properties)
+        if indicatesOnly, shared.withLock({ $0.subscriptions.refusesUpdate(of: key) }) { return false }
         // Once refused, refuse until the delegate heard isReady, so that values keep their order.
         if shared.withLock({ $0.roomTimer != nil }) { return false }
         let backlog = client.connection.backlog
@@ -41,8 +80,46 @@ extension PeripheralManager {
             waitForRoom(on: client.connection)
             return false
         }
-        application.notify(id, value: Array(value))
+        guard indicatesOnly else {
+            application.notify(id, value: Array(value))
+            return true
+        }
+        // Checked again with the wait begun under the same lock: two callers cannot both send.
+        let begun = shared.withLock { state in
+            if state.subscriptions.refusesUpdate(of: key) { return false }
+            if let generation = state.subscriptions.expectConfirmations(of: key) {
+                startConfirmationTimer(generation, for: key, in: &state, queue: client.connection.queue)
+            }
+            return true
+        }
+        guard begun else { return false }
+        application.notify(id, value: Array(value)) { [weak self] in self?.indicationConfirmed(key) }
         return true
+    }
+
+    /// Whether every subscriber of a characteristic with these properties gets indications:
+    /// bluetoothd lets a central enable notifications only where the characteristic notifies.
+    static func indicatesOnly(_ properties: CharacteristicProperties) -> Bool {
+        !properties.isDisjoint(with: [.indicate, .indicateEncryptionRequired])
+            && properties.isDisjoint(with: [.notify, .notifyEncryptionRequired])
+    }
+
+    /// The smallest `maximumUpdateValueLength` among the subscribers a value goes to (those
+    /// listed, or all), counting only centrals whose MTU bluetoothd reported.
+    private func tightestLimit(of key: ObjectIdentifier, for centrals: [Central]?, adapter: String)
+        -> (UUID, Int)?
+    {
+        let wanted = centrals.map { Set($0.map(\.identifier)) }
+        return shared.withLock { state in
+            var tightest: (UUID, Int)?
+            for address in state.subscriptions.subscribers(of: key) {
+                guard let mtu = state.subscriptions.mtu(of: address) else { continue }
+                let identifier = PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address)
+                if let wanted, !wanted.contains(identifier) { continue }
+                if mtu - 3 < tightest?.1 ?? .max { tightest = (identifier, mtu - 3) }
+            }
+            return tightest
+        }
     }
 
     /// Polls the backlog every 5 ms while an update was refused, then tells the delegate once.
@@ -70,29 +147,76 @@ extension PeripheralManager {
         timer.resume()
     }
 
+    // MARK: Indication confirmations
+
+    /// Ends the wait of `generation` after `confirmationTimeout`, in case a confirmation got lost.
+    private func startConfirmationTimer(
+        _ generation: Int, for key: ObjectIdentifier, in state: inout Shared, queue: DispatchQueue
+    ) {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.setEventHandler { [weak self] in
+            guard let self else { return }
+            let ended = self.shared.withLock { state in
+                state.subscriptions.confirmationsTimedOut(for: key, generation: generation)
+                return state.takeEndedWaits()
+            }
+            self.finish(ended)
+        }
+        timer.schedule(deadline: .now() + state.confirmationTimeout.dispatchInterval)
+        state.confirmationTimers[generation] = timer
+        timer.resume()
+    }
+
+    /// bluetoothd called `Confirm()` on the characteristic: a central confirmed its indication.
+    private func indicationConfirmed(_ key: ObjectIdentifier) {
+        let (counted, ended) = shared.withLock { state in
+            (state.subscriptions.confirmationArrived(for: key), state.takeEndedWaits())
+        }
+        if !counted { DBusLog.debug("a confirmation arrived while none was awaited: ignored") }
+        finish(ended)
+    }
+
+    /// Cancels the timers of waits that ended, and tells the delegate "ready" once for those
+    /// that refused an update (the refusal lasts until it is told).
+    private func finish(_ ended: Shared.EndedWaits) {
+        for timer in ended.timers { timer.cancel() }
+        let ready = ended.ready
+        guard !ready.isEmpty else { return }
+        queue.async {
+            self.shared.withLock { state in
+                for wait in ready {
+                    state.subscriptions.readyDelivered(for: wait.characteristic, generation: wait.generation)
+                }
+            }
+            self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
+        }
+    }
+
     // MARK: Events (on the connection's queue)
 
     /// bluetoothd called `StartNotify` (`isOn`) or `StopNotify` on `characteristic`.
     func notifyingChanged(_ characteristic: MutableCharacteristic, isOn: Bool) {
         let key = ObjectIdentifier(characteristic)
-        let (changes, adapter): ([String], String) = shared.withLock { state in
+        let (changes, adapter, ended) = shared.withLock { state in
             state.published[key] = characteristic
             let changes = isOn ? [state.subscriptions.subscribe(key)] : state.subscriptions.unsubscribeAll(key)
-            return (changes, state.adapterAddress)
+            return (changes, state.adapterAddress, state.takeEndedWaits())
         }
+        finish(ended)
         report(isOn ? .subscribed : .unsubscribed, addresses: changes, of: characteristic, adapter: adapter)
     }
 
     /// A device of our adapter changed: follow the links of centrals.
     func centralLinkChanged(address: String, connected: Bool) {
-        let (left, adapter): ([MutableCharacteristic], String) = shared.withLock { state in
+        let (left, adapter, ended): ([MutableCharacteristic], String, Shared.EndedWaits) = shared.withLock { state in
             if connected {
                 state.subscriptions.connected(address)
-                return ([], state.adapterAddress)
+                return ([], state.adapterAddress, .init())
             }
             let keys = state.subscriptions.disconnected(address)
-            return (keys.compactMap { state.published[$0] }, state.adapterAddress)
+            return (keys.compactMap { state.published[$0] }, state.adapterAddress, state.takeEndedWaits())
         }
+        finish(ended)
         for characteristic in left { report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
@@ -103,13 +227,15 @@ extension PeripheralManager {
 
     /// bluetoothd left or the adapter went away: every subscription ends.
     func dropAllSubscriptions() {
-        let (ended, adapter): ([(MutableCharacteristic, [String])], String) = shared.withLock { state in
-            let table = state.subscriptions.reset()
-            return (
-                table.compactMap { key, addresses in state.published[key].map { ($0, addresses) } },
-                state.adapterAddress
-            )
-        }
+        let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, Shared.EndedWaits) =
+            shared.withLock { state in
+                let table = state.subscriptions.reset()
+                return (
+                    table.compactMap { key, addresses in state.published[key].map { ($0, addresses) } },
+                    state.adapterAddress, state.takeEndedWaits()
+                )
+            }
+        finish(waits)
         for (characteristic, addresses) in ended {
             report(.unsubscribed, addresses: addresses, of: characteristic, adapter: adapter)
         }
@@ -143,5 +269,21 @@ extension PeripheralManager {
                 }
             }
         }
+    }
+}
+
+extension PeripheralManager.Shared {
+    /// Waits for indication confirmations that ended: their timers, and those that refused an update.
+    struct EndedWaits {
+        var timers: [any DispatchSourceTimer] = []
+        var ready: [CentralSubscriptions.EndedWait] = []
+    }
+
+    /// Takes the waits that ended from the subscription table, with their timers.
+    mutating func takeEndedWaits() -> EndedWaits {
+        let ended = subscriptions.takeEndedWaits()
+        return EndedWaits(
+            timers: ended.compactMap { confirmationTimers.removeValue(forKey: $0.generation) },
+            ready: ended.filter(\.refused))
     }
 }

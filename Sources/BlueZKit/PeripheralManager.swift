@@ -15,9 +15,10 @@ import Synchronization
 /// Subscriptions are reported per central as far as BlueZ 5.66 lets us tell them apart
 /// (see ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)``);
 /// ``updateValue(_:for:onSubscribedCentrals:)`` reaches every subscriber and pushes back when
-/// the bus is not keeping up. Published services and the advertisement are registered again
+/// the bus is not keeping up or, for a characteristic that only indicates, until the centrals
+/// confirmed the previous value. Published services and the advertisement are registered again
 /// when bluetoothd or the adapter comes back, and restored across processes with a restore
-/// identifier. Not built yet: indication confirmations, AcquireNotify/AcquireWrite sockets,
+/// identifier. Not built yet: AcquireNotify/AcquireWrite sockets,
 /// pairing and encryption prompts (an agent), included and secondary services.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind `Mutex`es.
@@ -50,6 +51,10 @@ public final class PeripheralManager: @unchecked Sendable {
         var published: [ObjectIdentifier: MutableCharacteristic] = [:]
         /// Polls the backlog after `updateValue` returned false.
         var roomTimer: (any DispatchSourceTimer)?
+        /// Ends a wait for indication confirmations that never came, by the wait's generation.
+        var confirmationTimers: [Int: any DispatchSourceTimer] = [:]
+        /// How long an indication waits for its confirmations: ATT's transaction timeout.
+        var confirmationTimeout: Duration = .seconds(30)
         /// The services added (in order) and the advertisement wanted, to publish again after
         /// bluetoothd or the adapter came back.
         var services: [MutableService] = []

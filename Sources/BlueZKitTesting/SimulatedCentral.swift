@@ -15,6 +15,12 @@ import Synchronization
 /// `Connected` true (powering the adapter off or a `Device1.Disconnect` drops the link). A
 /// disconnected central's operations throw ``SimulatedATTError/unlikelyError``.
 ///
+/// A central subscribed for indications confirms each value it receives, and bluetoothd calls
+/// the application's `Confirm()` for it (no arguments, no reply awaited). Set
+/// ``confirmsIndications`` to false to hold the confirmations back until
+/// ``confirmHeldIndications()``. As bluetoothd 5.66 does (`disc_att_send_op` → `conf_cb`), an
+/// indication still unconfirmed when the central's link drops gets its `Confirm()` all the same.
+///
 /// Differences from bluetoothd: the central's own GATT database is not browsed (its `Device1` never
 /// resolves services); security flags
 /// (`encrypt-read`, `secure-write`, …) allow the operation as their plain forms do; a write command
@@ -28,9 +34,11 @@ public final class SimulatedCentral: Sendable {
     private static let writeFlags: Set<String> = [
         "write", "encrypt-write", "encrypt-authenticated-write", "secure-write", "reliable-write",
     ]
-    private static let notifyFlags: Set<String> = [
-        "notify", "indicate", "encrypt-notify", "encrypt-authenticated-notify", "secure-notify", "encrypt-indicate",
-        "encrypt-authenticated-indicate", "secure-indicate",
+    private static let notificationFlags: Set<String> = [
+        "notify", "encrypt-notify", "encrypt-authenticated-notify", "secure-notify",
+    ]
+    private static let indicationFlags: Set<String> = [
+        "indicate", "encrypt-indicate", "encrypt-authenticated-indicate", "secure-indicate",
     ]
 
     private struct Subscription: Sendable {
@@ -41,6 +49,12 @@ public final class SimulatedCentral: Sendable {
         let target: SimulatorCore.CentralTarget
     }
 
+    /// Whether indications are confirmed as they arrive, and those held back.
+    private struct Confirmations: Sendable {
+        var automatic = true
+        var held: [SimulatorCore.CentralTarget] = []
+    }
+
     /// The central's Bluetooth address, upper case.
     public let address: String
     /// The adapter the central is connected to.
@@ -49,6 +63,7 @@ public final class SimulatedCentral: Sendable {
     public let mtu: UInt16
     private let coreReference: Mutex<SimulatedAdapter.WeakCore>
     private let subscriptions = Mutex<[String: Subscription]>([:])
+    private let confirmations = Mutex(Confirmations())
 
     init(address: String, adapter: SimulatedAdapter, mtu: UInt16, core: SimulatorCore) {
         self.address = address
@@ -80,6 +95,8 @@ public final class SimulatedCentral: Sendable {
     /// were handled.
     public func disconnect() async {
         core?.centralDisconnected(adapter: adapter.name, address: address)
+        // The link's unconfirmed indications fail, and bluetoothd calls Confirm() for them anyway.
+        confirmHeldIndications()
         let ended = subscriptions.withLock { table in
             defer { table.removeAll() }
             return Array(table.values)
@@ -148,31 +165,41 @@ public final class SimulatedCentral: Sendable {
         }
     }
 
-    /// Enables notifications (writes the characteristic's CCC): bluetoothd calls the application's
-    /// `StartNotify`, and every `PropertiesChanged` of its `Value` arrives on the returned stream,
-    /// which finishes when the application leaves the bus.
+    /// Enables notifications or indications (writes 1 or 2 to the characteristic's CCC): bluetoothd
+    /// calls the application's `StartNotify`, and every `PropertiesChanged` of its `Value` arrives
+    /// on the returned stream, which finishes when the application leaves the bus. Each value
+    /// received as an indication is confirmed (see ``confirmsIndications``).
     ///
     /// Returns once the application handled `StartNotify` (whose errors bluetoothd ignores).
     /// Subscribing again replaces (and finishes) the previous stream, without another `StartNotify`.
     ///
+    /// - Parameter indications: true for indications, false for notifications; nil (the default)
+    ///   for what Core Bluetooth's `setNotifyValue` asks: notifications when the characteristic
+    ///   can notify, else indications.
     /// - Throws: ``SimulatedATTError/invalidHandle`` when no registered application has the
-    ///   characteristic; error `0xFD` (CCC improperly configured) when it cannot notify or indicate.
-    public func subscribe(serviceUUID: String, characteristicUUID: String) async throws(SimulatedATTError)
-        -> AsyncStream<[UInt8]>
+    ///   characteristic; error `0xFD` (CCC improperly configured) when it cannot deliver values
+    ///   the way asked (`ccc_write_cb`).
+    public func subscribe(serviceUUID: String, characteristicUUID: String, indications: Bool? = nil)
+        async throws(SimulatedATTError) -> AsyncStream<[UInt8]>
     {
         let target = try target(serviceUUID, characteristicUUID)
-        guard target.has(anyOf: Self.notifyFlags) else { throw SimulatedATTError(code: 0xFD) }
+        let indicates = indications ?? !target.has(anyOf: Self.notificationFlags)
+        guard target.has(anyOf: indicates ? Self.indicationFlags : Self.notificationFlags) else {
+            throw SimulatedATTError(code: 0xFD)
+        }
         let (stream, continuation) = AsyncStream<[UInt8]>.makeStream()
         let rule = DBusMatchRule(
             sender: target.owner, path: target.path, interface: .properties, member: "PropertiesChanged")
         let signals: DBusSubscription
         let owner: DBusSubscription
         do {
-            signals = try await target.connection.subscribe(rule) { message in
+            signals = try await target.connection.subscribe(rule) { [weak self] message in
                 guard let change = message.propertiesChange(),
                     change.interface == Self.characteristicInterface.rawValue,
                     let value = change.changed["Value"]?.bytesValue
                 else { return }
+                // The central's stack confirms before its app sees the value.
+                if indicates { self?.indicationReceived(target) }
                 continuation.yield(value)
             }
             owner = try await target.connection.watchNameOwner(target.owner) { current in
@@ -208,6 +235,39 @@ public final class SimulatedCentral: Sendable {
         guard core?.changeNotifyCount(target.key, by: -1) == 0 else { return }
         _ = try? await target.connection.call(
             destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StopNotify")
+    }
+
+    // MARK: Indication confirmations
+
+    /// Whether the central confirms each indication as soon as it arrives (true, the default), as
+    /// centrals do. False holds the confirmations back (``heldConfirmations``) until
+    /// ``confirmHeldIndications()``, so a test can watch the application wait for them; setting
+    /// it to true again does not send those held.
+    public var confirmsIndications: Bool {
+        get { confirmations.withLock { $0.automatic } }
+        set { confirmations.withLock { $0.automatic = newValue } }
+    }
+
+    /// The number of indications received and not confirmed yet.
+    public var heldConfirmations: Int { confirmations.withLock { $0.held.count } }
+
+    /// Confirms the indications held back, in the order they arrived: bluetoothd calls the
+    /// application's `Confirm()` once for each, without waiting for replies.
+    public func confirmHeldIndications() {
+        let held = confirmations.withLock { state in
+            defer { state.held.removeAll() }
+            return state.held
+        }
+        for target in held { target.confirm() }
+    }
+
+    /// An indication arrived: confirm it now or hold it back.
+    private func indicationReceived(_ target: SimulatorCore.CentralTarget) {
+        let automatic = confirmations.withLock { state in
+            if !state.automatic { state.held.append(target) }
+            return state.automatic
+        }
+        if automatic { target.confirm() }
     }
 
     // MARK: Helpers

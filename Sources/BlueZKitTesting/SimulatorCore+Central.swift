@@ -13,6 +13,16 @@ extension SimulatorCore {
         var key: String { owner.rawValue + " " + characteristic.path }
 
         func has(anyOf flags: Set<String>) -> Bool { characteristic.flags.contains { flags.contains($0) } }
+
+        /// `conf_cb`: an indication was confirmed (or failed with its link), and bluetoothd calls
+        /// the application's `Confirm()` without waiting for a reply.
+        func confirm() {
+            guard
+                let message = try? DBusMessage.methodCall(
+                    destination: owner, path: path, interface: "org.bluez.GattCharacteristic1", member: "Confirm")
+            else { return }
+            connection.send(message)
+        }
     }
 
     /// The first registered characteristic with these UUIDs on `adapter`; nil when there is none.

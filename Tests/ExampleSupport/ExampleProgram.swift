@@ -24,11 +24,19 @@ public final class ExampleProgram: Sendable {
     }
 
     /// Starts `name` with `arguments`, on the bus at `busAddress` (nil: inherit the environment).
-    public init(_ name: String, _ arguments: [String], busAddress: String?, environment extra: [String: String] = [:])
+    public convenience init(
+        _ name: String, _ arguments: [String], busAddress: String?, environment extra: [String: String] = [:]
+    ) throws {
+        try self.init(
+            path: Self.buildDirectory.appendingPathComponent(name).path, arguments, busAddress: busAddress,
+            environment: extra)
+    }
+
+    /// Starts the executable at `path` (any program, such as a script of ours) like an example.
+    public init(path: String, _ arguments: [String], busAddress: String?, environment extra: [String: String] = [:])
         throws
     {
-        self.name = name
-        let path = Self.buildDirectory.appendingPathComponent(name).path
+        self.name = URL(fileURLWithPath: path).lastPathComponent
         guard FileManager.default.isExecutableFile(atPath: path) else {
             throw ExampleProgramError(description: "\(path) is not built (swift build builds it)")
         }

@@ -8,6 +8,9 @@ extension DBusConnection {
     /// One method call waiting for its reply. Queue-confined.
     final class PendingCall {
         var pending: OpaquePointer?
+        /// The call's identity, kept alive while it is pending: `pendingCalls` is keyed by its
+        /// `ObjectIdentifier`, which a freed `CallID` would hand to the next one.
+        var id: CallID?
         var completion: ((Result<DBusMessage, DBusError>) -> Void)?
         var cancelled = false
 
@@ -105,6 +108,7 @@ extension DBusConnection {
             return call.finish(.failure(reason), connection: self)
         }
         call.pending = pending
+        call.id = id
         let key = ObjectIdentifier(id)
         pendingCalls[key] = call
         let box = Unmanaged.passRetained(PendingCallContext(connection: self, key: key)).toOpaque()

@@ -20,9 +20,14 @@ enum GATTNode: Sendable {
         let object: SimulatedCharacteristic
         /// bluetoothd's cached value: updated by reads and notifications, not by writes.
         var cachedValue: [UInt8] = []
-        /// Clients (unique bus names) with a `StartNotify` session.
+        /// Clients (unique bus names) with a notify session (`notify_clients`): each `StartNotify`
+        /// caller, and the `AcquireNotify` caller while its socket holds the registration.
         var notifyClients: [String] = []
         var notifying = false
+        /// The socket `AcquireWrite` handed out or is about to (`write_io`).
+        var writeIO: AcquiredSocket?
+        /// The socket `AcquireNotify` handed out or is about to (`notify_io`).
+        var notifyIO: AcquiredSocket?
     }
 
     struct Descriptor: Sendable {

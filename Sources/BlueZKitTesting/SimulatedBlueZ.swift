@@ -33,8 +33,11 @@ import Synchronization
 /// - `Introspect` returns only the standard interfaces (the D-Bus layer answers it);
 /// - pairing is just-works and needs a registered agent, as bluetoothd 5.66 on a current
 ///   kernel does (without one, an encrypted read drops the link and fails with ATT 0x0E), but
-///   the agent is not called; `AcquireWrite` and
-///   `AcquireNotify` are not served yet;
+///   the agent is not called;
+/// - `AcquireWrite` and `AcquireNotify` hand out real `SOCK_SEQPACKET` sockets with 5.66's
+///   behaviour and quirks (notifications go to the socket, not to `Value`; each datagram sent is
+///   a write command, dropped when longer than the MTU less 3; an empty datagram stops the
+///   reading), but the hang-up of a socket that stopped reading is polled for every 20 ms;
 /// - `GattManager1` registers applications for ``SimulatedCentral``s to use, but
 ///   does not publish them to other simulated adapters, and ignores changes to an
 ///   application's tree after it registered;

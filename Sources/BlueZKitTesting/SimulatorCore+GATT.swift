@@ -15,14 +15,26 @@ extension SimulatorCore {
         case (.characteristic(let characteristic), "StartNotify"):
             startNotify(invocation, characteristic, sender: sender, connected: device.connected)
         case (.characteristic(let characteristic), "StopNotify"):
+            // Acquired notifications end whoever stops them.
+            if characteristic.notifyIO != nil {
+                stopAcquiredNotify(characteristic)
+                return reply(invocation)
+            }
             guard characteristic.notifyClients.contains(sender) else {
                 return reply(invocation, error: BlueZErrors.failed("No notify session started"))
             }
             removeNotifySession(path, owner: sender)
             reply(invocation)
+        case (.characteristic(let characteristic), "AcquireWrite"):
+            acquireWrite(invocation, characteristic)
+        case (.characteristic(let characteristic), "AcquireNotify"):
+            acquireNotify(invocation, characteristic, sender: sender)
         default:
             guard device.connected, peripheral(of: device) != nil else {
                 return reply(invocation, error: BlueZErrors.failed("Not connected"))
+            }
+            if member == "WriteValue", case .characteristic(let characteristic) = node, characteristic.writeIO != nil {
+                return reply(invocation, error: BlueZErrors.notPermitted("Write acquired"))
             }
             let write = member == "WriteValue"
             guard let options = GATTOptions(write ? arguments.last : arguments.first) else {
@@ -191,14 +203,26 @@ extension SimulatorCore {
         let request = SimulatedWriteRequest(value: value, offset: options.offset, kind: kind)
         let object = characteristic.object
         if kind == .command {
-            guard value.count <= Int(device.mtu) - 3 else {
+            guard writeWithoutResponse(characteristic, value, device: device) else {
                 return reply(invocation, error: BlueZErrors.failed("Failed to initiate write"))
             }
-            // A write command has no response: the peripheral's verdict never reaches the central.
-            _ = serveWrite(object.writeHandler, object.storage, flags, request, device: device)
             return reply(invocation)
         }
         finishWrite(invocation, serveWrite(object.writeHandler, object.storage, flags, request, device: device))
+    }
+
+    /// Sends a write command (`bt_gatt_client_write_without_response`); false when it cannot be
+    /// sent, being longer than the ATT MTU less 3. `WriteValue` of type `command` and each datagram
+    /// of an `AcquireWrite` socket come this way.
+    func writeWithoutResponse(_ characteristic: GATTNode.Characteristic, _ value: [UInt8], device: DeviceState)
+        -> Bool
+    {
+        guard value.count <= Int(device.mtu) - 3 else { return false }
+        let request = SimulatedWriteRequest(value: value, offset: 0, kind: .command)
+        let object = characteristic.object
+        // A write command has no response: the peripheral's verdict never reaches the central.
+        _ = serveWrite(object.writeHandler, object.storage, characteristic.flags, request, device: device)
+        return true
     }
 
     private func serveWrite(

@@ -113,6 +113,7 @@ extension SimulatorCore {
     }
 
     private func resetState() {
+        closeAllAcquiredSockets()
         connectionSubscriptions = []
         adapters = [:]
         devices = [:]

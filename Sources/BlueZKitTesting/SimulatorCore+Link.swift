@@ -144,6 +144,7 @@ extension SimulatorCore {
             device.eirUUIDs = []
             device.clientConfigurations = [:]
         }
+        shutDownAcquiredSockets(path)
         propertiesChanged(path, Self.deviceInterface, ["ServicesResolved"])
         for waiting in device.pendingDisconnects { reply(waiting) }
         updateDevice(path) { $0.pendingDisconnects = [] }
@@ -216,6 +217,7 @@ extension SimulatorCore {
         }
         for path in order {
             guard let node = gattObjects[path] else { continue }
+            disposeAcquiredSockets(path)
             interfacesRemoved(path, [node.interface])
             gattObjects[path] = nil
         }

@@ -6,9 +6,13 @@ extension SimulatorCore {
 
     /// `StartNotify`: one session per client; the first one writes the CCCD and turns `Notifying` true.
     /// While disconnected the session is kept and registered on the next connection, as bluetoothd does.
+    /// Refused while the notifications are acquired.
     func startNotify(
         _ invocation: DBusMethodInvocation, _ characteristic: GATTNode.Characteristic, sender: String, connected: Bool
     ) {
+        if characteristic.notifyIO != nil {
+            return reply(invocation, error: BlueZErrors.notPermitted("Notify acquired"))
+        }
         guard characteristic.flags.canNotify else { return reply(invocation, error: BlueZErrors.notSupported) }
         if characteristic.notifyClients.contains(sender) { return reply(invocation) }
         updateCharacteristic(characteristic.path) { $0.notifyClients.append(sender) }
@@ -28,28 +32,37 @@ extension SimulatorCore {
         }
     }
 
-    /// Registers every kept session again after a (re)connection.
+    /// Registers every kept session again after a (re)connection (an acquisition's is not kept:
+    /// it is not among bluetoothd's `all_notify_clients`), and answers the acquisitions that waited.
     func resubscribe(_ device: ObjectPath) {
         for path in devices[device]?.gattPaths ?? [] {
-            guard case .characteristic(let characteristic) = gattObjects[path], !characteristic.notifyClients.isEmpty
+            guard case .characteristic(let characteristic) = gattObjects[path], !characteristic.notifyClients.isEmpty,
+                characteristic.notifyIO == nil
             else {
                 continue
             }
             enableNotifications(path)
         }
+        answerWaitingAcquisitions(device)
     }
 
     private func enableNotifications(_ path: ObjectPath) {
         guard case .characteristic(let characteristic) = gattObjects[path] else { return }
-        let value: UInt16 = characteristic.flags.properties & AttributeFlags.notify != 0 ? 0x0001 : 0x0002
-        updateDevice(characteristic.device) { $0.clientConfigurations[characteristic.valueHandle] = value }
+        writeClientConfiguration(path)
         if !characteristic.notifying {
             updateCharacteristic(path) { $0.notifying = true }
             propertiesChanged(path, Self.characteristicInterface, ["Notifying"])
         }
     }
 
-    private func updateCharacteristic(_ path: ObjectPath, _ body: (inout GATTNode.Characteristic) -> Void) {
+    /// The central writes the peripheral's CCCD on: notifications when the characteristic has them, else indications.
+    func writeClientConfiguration(_ path: ObjectPath) {
+        guard case .characteristic(let characteristic) = gattObjects[path] else { return }
+        let value: UInt16 = characteristic.flags.properties & AttributeFlags.notify != 0 ? 0x0001 : 0x0002
+        updateDevice(characteristic.device) { $0.clientConfigurations[characteristic.valueHandle] = value }
+    }
+
+    func updateCharacteristic(_ path: ObjectPath, _ body: (inout GATTNode.Characteristic) -> Void) {
         guard case .characteristic(var characteristic) = gattObjects[path] else { return }
         body(&characteristic)
         gattObjects[path] = .characteristic(characteristic)
@@ -60,7 +73,9 @@ extension SimulatorCore {
     /// The peripheral notifies `value` on the characteristic whose value handle is `handle`.
     ///
     /// Delivered only while connected with the CCCD on; bluetoothd then stores the value
-    /// and emits `PropertiesChanged` on `Value` at once (one signal per notification).
+    /// and emits `PropertiesChanged` on `Value` at once (one signal per notification) — unless the
+    /// notifications are acquired: then the value goes to the socket instead, cache untouched.
+    /// True when it reached bluetoothd, even if the acquired socket then dropped it.
     func notify(_ peripheral: SimulatedPeripheral, handle: UInt16, value: [UInt8]) -> Bool {
         run {
             guard let device = devicePath(of: peripheral), let state = devices[device], state.connected,
@@ -70,6 +85,10 @@ extension SimulatorCore {
                 guard case .characteristic(var characteristic) = gattObjects[path], characteristic.valueHandle == handle
                 else {
                     continue
+                }
+                if let io = characteristic.notifyIO {
+                    sendNotification(value, to: io)
+                    return true
                 }
                 characteristic.cachedValue = value
                 gattObjects[path] = .characteristic(characteristic)

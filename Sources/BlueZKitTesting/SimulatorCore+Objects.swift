@@ -141,8 +141,14 @@ extension SimulatorCore {
             ]
             let properties = characteristic.flags.properties
             if characteristic.flags.canNotify { values["Notifying"] = .bool(characteristic.notifying) }
-            if properties & AttributeFlags.writeWithoutResponse != 0 { values["WriteAcquired"] = .bool(false) }
-            if properties & AttributeFlags.notify != 0 { values["NotifyAcquired"] = .bool(false) }
+            // Both exist for the property they are about (not for indicate-only) and read true while
+            // acquired, even before the socket is there (`write_io` / `notify_io` set).
+            if properties & AttributeFlags.writeWithoutResponse != 0 {
+                values["WriteAcquired"] = .bool(characteristic.writeIO != nil)
+            }
+            if properties & AttributeFlags.notify != 0 {
+                values["NotifyAcquired"] = .bool(characteristic.notifyIO != nil)
+            }
             if let device = devices[characteristic.device], device.connected { values["MTU"] = .uint16(device.mtu) }
             return values
         case .descriptor(let descriptor):

@@ -44,12 +44,14 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         source.setEventHandler { [source] in
             while !source.isCancelled {
                 let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-                if count > 0 {
+                if count > 0 || (count == 0 && !Self.peerClosed(fd)) {
+                    // An empty datagram is an empty notification, not the end: recv returns 0 for
+                    // both, and only the hang-up tells them apart.
                     onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
                     continue
                 }
                 if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return }
-                // 0 is end of stream (bluetoothd closed its end); any other error ends it too.
+                // End of stream (bluetoothd closed its end); any other error ends it too.
                 source.cancel()
                 if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
                 return
@@ -60,6 +62,14 @@ package final class BlueZNotifySocket: @unchecked Sendable {
             buffer.deallocate()
         }
         source.resume()
+    }
+
+    /// Whether the other end of `fd` has gone (`POLLHUP` / `POLLRDHUP`).
+    private static func peerClosed(_ fd: Int32) -> Bool {
+        let rdhup = Int16(0x2000)  // POLLRDHUP, which Glibc does not export to Swift
+        var entry = pollfd(fd: fd, events: rdhup, revents: 0)
+        guard poll(&entry, 1, 0) >= 0 else { return true }
+        return entry.revents & (Int16(POLLHUP | POLLERR) | rdhup) != 0
     }
 
     /// Releases the notification session: closes our end (bluetoothd then unsubscribes). Idempotent.

@@ -59,7 +59,7 @@ extension CentralEngine {
     func subscribe(_ peripheral: Peripheral, _ characteristic: Characteristic, report: Bool) {
         let id = peripheral.deviceID
         let attribute = characteristic.id
-        let offersSocket = client.characteristic(attribute)?.offersAcquireNotify ?? false
+        let offersSocket = usesNotifySockets && client.characteristic(attribute)?.offersAcquireNotify == true
         guard offersSocket, let manager else { return startNotify(peripheral, characteristic, report: report) }
         gatt[id]?.acquiringNotify[attribute] = false
         let queue = manager.queue
@@ -110,20 +110,21 @@ extension CentralEngine {
     }
 
     /// bluetoothd closed a notification socket. When the link is still up after a round trip
-    /// (the link going down closes it too, and is reported as a disconnection), the
-    /// subscription has ended: the delegate hears it with an error.
+    /// (the link going down closes it too, and is reported as a disconnection), the subscription
+    /// goes on through `StartNotify`: bluetoothd's socket path has quirks with some peripherals
+    /// (bleak reverted to `StartNotify` by default for them), and the app asked for values.
     private func notifySocketClosed(_ peripheral: Peripheral, _ characteristic: Characteristic) {
         let id = peripheral.deviceID
         guard gatt[id]?.notifySockets.removeValue(forKey: characteristic.id) != nil else { return }
         Task {
             await client.synchronize(with: id)
             connection.queue.async { [self] in
-                guard links[id]?.phase == .connected, gatt[id]?.notifying.remove(characteristic.id) != nil else {
-                    return
-                }
-                let error = BluetoothError(
-                    .unknown, message: "bluetoothd ended the notification session of \(characteristic.uuid)")
-                manager?.post(.gatt(peripheral, .notifyState(characteristic, false, error)))
+                guard links[id]?.phase == .connected, gatt[id]?.notifying.contains(characteristic.id) == true,
+                    gatt[id]?.notifySockets[characteristic.id] == nil
+                else { return }
+                DBusLog.warning(
+                    "bluetoothd closed the notification socket of \(characteristic.uuid); using StartNotify")
+                startNotify(peripheral, characteristic, report: false)
             }
         }
     }

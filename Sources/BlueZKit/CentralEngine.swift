@@ -43,8 +43,15 @@ final class CentralEngine: @unchecked Sendable {
     /// Whether bluetoothd was on the bus at the last adapter status (on the connection's queue).
     private var bluetoothdPresent = false
 
-    init(manager: CentralManager, connection: DBusConnection, adapter: String?, pairingAgent: Bool) {
+    /// Whether subscriptions use `AcquireNotify` where bluetoothd offers it.
+    let usesNotifySockets: Bool
+
+    init(
+        manager: CentralManager, connection: DBusConnection, adapter: String?, pairingAgent: Bool,
+        usesNotifySockets: Bool = true
+    ) {
         self.manager = manager
+        self.usesNotifySockets = usesNotifySockets
         self.connection = connection
         self.agent = pairingAgent ? BlueZAgent(connection: connection) : nil
         self.client = BlueZCentralClient(connection: connection, adapter: adapter) { [weak self] event in

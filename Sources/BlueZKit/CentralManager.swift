@@ -396,8 +396,9 @@ public final class CentralManager: @unchecked Sendable {
             return post(.state(error.code == .accessDenied ? .unauthorized : .unsupported))
         }
         let engine = CentralEngine(
-            manager: self, connection: connection, adapter: options.adapter, pairingAgent: options.registersPairingAgent
-        )
+            manager: self, connection: connection, adapter: options.adapter,
+            pairingAgent: options.registersPairingAgent,
+            usesNotifySockets: options.usesNotifySockets)
         shared.withLock { $0.engine = engine }
         if let saved = restoration?.takeSavedState() {
             post(.restored(engine.restore(saved), saved.scan))

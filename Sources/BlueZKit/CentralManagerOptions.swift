@@ -18,6 +18,15 @@ public struct CentralManagerOptions: Sendable, Hashable {
     /// Without any agent, current kernels' just-works confirmation is refused by bluetoothd
     /// and pairing fails.
     public var registersPairingAgent: Bool
+    /// Linux: receive notifications through `AcquireNotify`'s socket where bluetoothd offers it
+    /// (true, the default), or always through `StartNotify`'s `PropertiesChanged` signals.
+    ///
+    /// The socket costs a fraction of the signal path's CPU. Its known caveat comes from
+    /// bluetoothd: notifications that a peripheral sends before it answered the write of its
+    /// Client Characteristic Configuration descriptor are dropped, where `StartNotify` keeps
+    /// them. Set false for such peripherals. A socket that bluetoothd closes while the link
+    /// stays up is replaced by `StartNotify` without the app doing anything.
+    public var usesNotifySockets: Bool
     /// The adapter to use: `"hci1"`, or its address such as `"00:AA:01:00:00:23"`; nil for the first one.
     public var adapter: String?
     /// The D-Bus address of the system bus; nil to use `DBUS_SYSTEM_BUS_ADDRESS` or the default socket.
@@ -26,8 +35,10 @@ public struct CentralManagerOptions: Sendable, Hashable {
     /// Creates options; every field has a default.
     public init(
         showPowerAlert: Bool = false, restoreIdentifier: String? = nil, adapter: String? = nil,
-        busAddress: String? = nil, restorationStore: RestorationStore? = nil, registersPairingAgent: Bool = true
+        busAddress: String? = nil, restorationStore: RestorationStore? = nil, registersPairingAgent: Bool = true,
+        usesNotifySockets: Bool = true
     ) {
+        self.usesNotifySockets = usesNotifySockets
         self.showPowerAlert = showPowerAlert
         self.restoreIdentifier = restoreIdentifier
         self.restorationStore = restorationStore

@@ -105,13 +105,15 @@ struct CentralFixture {
     let delegate: RecordingCentralDelegate
     let central: CentralManager
 
-    static func make(adapters: [SimulatedAdapter.Configuration] = [.default], waitForPower: Bool = true)
-        async throws -> CentralFixture
-    {
+    static func make(
+        adapters: [SimulatedAdapter.Configuration] = [.default], waitForPower: Bool = true,
+        usesNotifySockets: Bool = true
+    ) async throws -> CentralFixture {
         let bluez = try await SimulatedBlueZ.start(adapters: adapters)
         let delegate = RecordingCentralDelegate()
         let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(busAddress: bluez.busAddress, usesNotifySockets: usesNotifySockets))
         if waitForPower {
             try await waitUntil("the central is powered on") { central.state == .poweredOn }
         }

@@ -14,6 +14,7 @@ extension CentralEngine {
                 guard let id = DeviceHandle(token: saved.device), peripherals[id] == nil else { continue }
                 let peripheral = Peripheral(identifier: saved.identifier, deviceID: id, name: saved.name, engine: self)
                 peripherals[id] = peripheral
+                knownNames[id] = saved.name
                 var model = GattModel()
                 var subscriptions: [AttributeID] = []
                 peripheral.update(

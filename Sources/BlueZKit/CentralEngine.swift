@@ -23,6 +23,8 @@ final class CentralEngine: @unchecked Sendable {
     var pendingServiceDiscoveries: [DeviceHandle: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
     var lastSeenRSSI: [DeviceHandle: Int16] = [:]
+    /// The name of each peripheral as this engine last reported it (`peripheralDidUpdateName`).
+    var knownNames: [DeviceHandle: String] = [:]
     /// Restored peripherals whose links resume once the adapter is powered on.
     var restoredLinks: [DeviceHandle] = []
     /// Restored subscriptions to enable again once the peripheral is connected and resolved.
@@ -135,9 +137,12 @@ final class CentralEngine: @unchecked Sendable {
             sawAdvertisement(id)
         case .deviceChanged(let id, let device, let changed):
             // Name only: bluetoothd changes Alias with it (in a separate signal) when no alias is set.
+            // Compared with the name this engine last knew, not `peripheral.name`: the manager's
+            // queue sets that from advertisements too, and may have done so already.
             if changed.contains("Name"), let peripheral = peripherals[id], let name = device.name,
-                name != peripheral.name
+                name != knownNames[id]
             {
+                knownNames[id] = name
                 manager?.post(.gatt(peripheral, .name(name)))
             }
             if changed.contains("Connected"), !device.connected { linkLost(id) }
@@ -251,6 +256,7 @@ final class CentralEngine: @unchecked Sendable {
             adapterAddress: adapterAddress, deviceAddress: device.address ?? "\(id)")
         let peripheral = Peripheral(identifier: identifier, deviceID: id, name: device.name, engine: self)
         peripherals[id] = peripheral
+        knownNames[id] = device.name
         return peripheral
     }
 

@@ -31,9 +31,11 @@ import Synchronization
 /// - `AdvertisingFlags` is always served (bluetoothd needs `--experimental`);
 ///   `AdvertisingData`, `WakeAllowed`, `Icon` and `Class` of devices are not;
 /// - `Introspect` returns only the standard interfaces (the D-Bus layer answers it);
-/// - pairing is just-works and needs a registered agent, as bluetoothd 5.66 on a current
-///   kernel does (without one, an encrypted read drops the link and fails with ATT 0x0E), but
-///   the agent is not called;
+/// - pairing is just-works only. As bluetoothd 5.66 on a current kernel: `Pair` needs the
+///   caller's agent or a default agent and does not call it; pairing that an encrypted read or
+///   write starts calls `RequestAuthorization` on the default agent (the last
+///   `RequestDefaultAgent`), and without one, or when it refuses, the link drops and the
+///   operation fails with ATT 0x0E;
 /// - `AcquireWrite` and `AcquireNotify` hand out real `SOCK_SEQPACKET` sockets with 5.66's
 ///   behaviour and quirks (notifications go to the socket, not to `Value`; each datagram sent is
 ///   a write command, dropped when longer than the MTU less 3; an empty datagram stops the

@@ -69,11 +69,19 @@ extension SimulatorCore {
         }
     }
 
-    /// Pairs a connected device just-works (there is no agent yet): `Paired` and `Bonded` turn true.
+    /// Pairs a connected device just-works: `Paired` and `Bonded` turn true.
+    ///
+    /// As bluetoothd 5.66 (`device_confirm_passkey`): the kernel asks to confirm just-works, and
+    /// for a `Pair` call bluetoothd accepts without asking the agent, but only when there is one
+    /// (the caller's, or the default agent; `new_auth`); without, pairing fails.
     func completePairing(_ path: ObjectPath, attempt: Int) {
         guard let device = devices[path], let bonding = device.bonding, bonding.attempt == attempt, device.connected
         else {
             return
+        }
+        let caller = bonding.invocation.sender?.rawValue ?? ""
+        guard agents[caller] != nil || !defaultAgents.isEmpty else {
+            return cancelBonding(path, error: BlueZErrors.make("AuthenticationFailed", "Authentication Failed"))
         }
         markPaired(path)
         if !bonding.connectsFirst || device.servicesResolved {

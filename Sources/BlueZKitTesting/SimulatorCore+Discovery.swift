@@ -70,6 +70,7 @@ extension SimulatorCore {
             removeNotifySession(path, owner: owner)
         }
         agents[owner] = nil
+        defaultAgents.removeAll { $0 == owner }
         applicationOwnerLeft(owner)
         advertisementOwnerLeft(owner)
     }

@@ -168,7 +168,12 @@ extension SimulatorCore {
             guard let path = arguments.first?.objectPathValue, agents[sender] == path else {
                 return reply(invocation, error: BlueZErrors.doesNotExist)
             }
-            if member == "UnregisterAgent" { agents[sender] = nil }
+            defaultAgents.removeAll { $0 == sender }
+            if member == "UnregisterAgent" {
+                agents[sender] = nil
+            } else {
+                defaultAgents.insert(sender, at: 0)
+            }
             reply(invocation)
         default:
             reply(invocation, error: BlueZErrors.notSupported)

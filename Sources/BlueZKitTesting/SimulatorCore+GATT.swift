@@ -37,6 +37,17 @@ extension SimulatorCore {
                 return reply(invocation, error: BlueZErrors.notPermitted("Write acquired"))
             }
             let write = member == "WriteValue"
+            if !device.paired, Self.needsEncryption(node, write: write) {
+                // bluetoothd pairs first when the peripheral asks for encryption (the kernel raises
+                // the security level), asking the default agent to authorize just-works.
+                return pairForSecurity(device.path) { [self] paired in
+                    guard paired else {
+                        linkLost(device.path)
+                        return reply(invocation, error: BlueZErrors.gatt(SimulatedATTError.unlikelyError.code))
+                    }
+                    handleGATTCall(invocation, member, path, arguments)
+                }
+            }
             guard let options = GATTOptions(write ? arguments.last : arguments.first) else {
                 return reply(invocation, error: BlueZErrors.invalidArguments())
             }
@@ -132,25 +143,31 @@ extension SimulatorCore {
         return .success(Array(value[offset...]))
     }
 
-    /// Checks the link security an operation needs: encryption pairs just-works first (as the
-    /// kernel raises the security level); authentication cannot be had without an agent.
+    /// Checks the link security an operation needs once pairing had its chance (see
+    /// `needsEncryption`); authentication cannot be had with just-works pairing.
     private func securityCheck(_ security: AttributeFlags.Security, device: DeviceState) -> SimulatedATTError? {
         switch security {
         case .none: return nil
         case .encrypted:
-            // Just-works pairing: current kernels ask bluetoothd to confirm it (confirm_hint),
-            // and bluetoothd 5.66 refuses when no agent is registered (new_auth: "No agent
-            // available"): pairing fails, the link drops and the read fails with 0x0E. With an
-            // agent it succeeds (the simulator does not call the agent; NoInputNoOutput accepts).
-            guard device.paired || !agents.isEmpty else {
+            guard device.paired else {
                 linkLost(device.path)
                 return .unlikelyError
             }
-            markPaired(device.path)
             return nil
         case .authenticated, .secure:
             return .insufficientAuthentication
         }
+    }
+
+    /// Whether reading (or writing) `node` needs an encrypted link, which just-works pairing gives.
+    private static func needsEncryption(_ node: GATTNode, write: Bool) -> Bool {
+        let flags: AttributeFlags
+        switch node {
+        case .characteristic(let characteristic): flags = characteristic.flags
+        case .descriptor(let descriptor): flags = descriptor.flags
+        case .service: return false
+        }
+        return (write ? flags.writeSecurity : flags.readSecurity) == .encrypted
     }
 
     private func updateCachedValue(_ node: GATTNode, _ bytes: [UInt8], offset: Int) {

@@ -120,6 +120,7 @@ extension SimulatorCore {
         gattObjects = [:]
         overrides = [:]
         agents = [:]
+        defaultAgents = []
         applications = []
         applicationNotifyCounts = [:]
         advertisements = []

@@ -177,6 +177,7 @@ import Testing
         _ = await rig.client.signals.expect("found") { $0.member == "InterfacesAdded" && $0.objectPath == Self.path }
         let none = await rig.client.error(Self.path, deviceInterface, "CancelPairing")
         #expect(none?.name == "org.bluez.Error.DoesNotExist")
+        try await registerPairingAgent(rig)
         let mark = rig.client.signals.count
         try await rig.client.call(Self.path, deviceInterface, "Pair")
         let signals = rig.client.signals.since(mark)
@@ -186,6 +187,15 @@ import Testing
         #expect(try await rig.client.property(Self.path, deviceInterface, "Bonded") == .bool(true))
         let again = await rig.client.error(Self.path, deviceInterface, "Pair")
         #expect(again?.name == "org.bluez.Error.AlreadyExists")
+    }
+
+    @Test func pairWithoutAnyAgentFailsAuthentication() async throws {
+        let rig = try await Rig.start()
+        defer { rig.stop() }
+        try await connectSensor(rig)
+        let error = await rig.client.error(Self.path, deviceInterface, "Pair")
+        #expect(error?.name == "org.bluez.Error.AuthenticationFailed")
+        #expect(try await rig.client.property(Self.path, deviceInterface, "Paired") == .bool(false))
     }
 
     @Test func cancelPairingEndsAPairInProgress() async throws {

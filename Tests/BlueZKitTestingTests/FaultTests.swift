@@ -128,6 +128,7 @@ import Testing
         let rig = try await Rig.start()
         defer { rig.stop() }
         try await connectSensor(rig)
+        try await registerPairingAgent(rig)
         try await rig.client.call(Self.path, deviceInterface, "Pair")
         let stranger = SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "stranger")
         try rig.bluez.addPeripheral(stranger)
@@ -161,6 +162,7 @@ import Testing
         let rig = try await Rig.start()
         defer { rig.stop() }
         try await connectSensor(rig)
+        try await registerPairingAgent(rig)
         try await rig.client.call(Self.path, deviceInterface, "Pair")
         try rig.bluez.addPeripheral(SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "stranger"))
         _ = await rig.client.signals.expect("stranger found") {

@@ -1,5 +1,6 @@
 import BlueZKitTesting
 import DBus
+import Synchronization
 import Testing
 
 @Suite struct GATTTests {
@@ -208,21 +209,88 @@ import Testing
         #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Paired") == .bool(false))
     }
 
-    @Test func anEncryptedReadPairsFirst() async throws {
-        let rig = try await Rig.start()
-        defer { rig.stop() }
-        try await connectSensor(rig)
-        // A pairing agent (its object is never called: NoInputNoOutput accepts just works).
+    /// An agent on the test's connection that answers `RequestAuthorization` and records it.
+    final class TestAgent: Sendable {
+        let authorizations = Mutex<[String]>([])
+
+        init(on connection: DBusConnection, accepts: Bool) async throws {
+            try await connection.export(
+                [
+                    DBusInterface(
+                        "org.bluez.Agent1",
+                        methods: [
+                            DBusMethod("RequestAuthorization", in: "o") { [self] invocation in
+                                let device = (try? invocation.arguments())?.first?.objectPathValue?.rawValue ?? "?"
+                                self.authorizations.withLock { $0.append(device) }
+                                if accepts {
+                                    invocation.reply()
+                                } else {
+                                    invocation.reply(error: DBusError(name: "org.bluez.Error.Rejected", message: "no"))
+                                }
+                            }
+                        ])
+                ], at: try ObjectPath("/test/agent"))
+        }
+    }
+
+    private func registerAgent(_ rig: Rig, asDefault: Bool) async throws {
         try await rig.client.call(
             "/org/bluez", "org.bluez.AgentManager1", "RegisterAgent",
             [.objectPath(try ObjectPath("/test/agent")), .string("NoInputNoOutput")])
+        if asDefault {
+            try await rig.client.call(
+                "/org/bluez", "org.bluez.AgentManager1", "RequestDefaultAgent",
+                [.objectPath(try ObjectPath("/test/agent"))])
+        }
+    }
+
+    @Test func anEncryptedReadPairsFirstAfterTheDefaultAgentAuthorizes() async throws {
+        let rig = try await Rig.start()
+        defer { rig.stop() }
+        try await connectSensor(rig)
+        let agent = try await TestAgent(on: rig.client.connection, accepts: true)
+        try await registerAgent(rig, asDefault: true)
         let mark = rig.client.signals.count
         let value = try await rig.client.call(
             HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
         #expect(value.first == .bytes([0x5e]))
+        #expect(agent.authorizations.withLock { $0 } == [HeartRateSensor.path])
         #expect(
             rig.client.signals.since(mark).contains {
                 $0.changes(HeartRateSensor.path, deviceInterface, "Paired", to: .bool(true))
             })
+        // Paired now: the next read does not ask again.
+        _ = try await rig.client.call(
+            HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        #expect(agent.authorizations.withLock { $0.count } == 1)
+    }
+
+    @Test func anEncryptedReadFailsWhenTheAgentRejects() async throws {
+        let rig = try await Rig.start()
+        defer { rig.stop() }
+        try await connectSensor(rig)
+        let agent = try await TestAgent(on: rig.client.connection, accepts: false)
+        try await registerAgent(rig, asDefault: true)
+        await #expect(throws: (any Error).self) {
+            try await rig.client.call(
+                HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        }
+        #expect(agent.authorizations.withLock { $0 } == [HeartRateSensor.path])
+        #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Paired") == .bool(false))
+        #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Connected") == .bool(false))
+    }
+
+    @Test func anAgentThatIsNotTheDefaultIsNotAsked() async throws {
+        let rig = try await Rig.start()
+        defer { rig.stop() }
+        try await connectSensor(rig)
+        let agent = try await TestAgent(on: rig.client.connection, accepts: true)
+        try await registerAgent(rig, asDefault: false)
+        await #expect(throws: (any Error).self) {
+            try await rig.client.call(
+                HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        }
+        #expect(agent.authorizations.withLock { $0 }.isEmpty)
+        #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Paired") == .bool(false))
     }
 }

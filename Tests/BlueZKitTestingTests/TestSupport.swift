@@ -40,3 +40,11 @@ func startDiscovery(_ client: BlueZClient, adapter: String = adapterPath) async 
         $0.changes(adapter, adapterInterface, "Discovering", to: .bool(true))
     }
 }
+
+/// Registers an agent for the test's connection (never called: bluetoothd accepts just-works
+/// for a `Pair` call on its own, but only when the caller or the default has an agent).
+func registerPairingAgent(_ rig: Rig) async throws {
+    try await rig.client.call(
+        "/org/bluez", "org.bluez.AgentManager1", "RegisterAgent",
+        [.objectPath(try ObjectPath("/test/agent")), .string("NoInputNoOutput")])
+}

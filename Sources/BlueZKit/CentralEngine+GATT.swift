@@ -24,6 +24,12 @@ extension CentralEngine {
         /// `WriteValue` commands sent and not answered yet (flow control of the fallback path).
         var commandsInFlight = 0
         var mtu: Int?
+        /// Whether the app's service discovery was answered once on this link (changes before are not modifications).
+        var servicesDiscovered = false
+        /// A database change is being collected (see `CentralEngine+ServiceChanges.swift`).
+        var serviceChange: ServiceChange?
+        /// Attribute objects of invalidated services: operations on them fail.
+        var invalidated: [AnyObject] = []
     }
 
     // MARK: Discovery (on the queue)
@@ -65,6 +71,7 @@ extension CentralEngine {
             all.append(service)
         }
         model.mtu = database.characteristics.compactMap(\.mtu).max().map(Int.init) ?? model.mtu
+        model.servicesDiscovered = true
         gatt[id] = model
         DBusLog.debug(
             "services of \(peripheral.identifier): \(database.services.map { "\($0.uuid) primary=\($0.isPrimary)" })")
@@ -125,7 +132,9 @@ extension CentralEngine {
     // MARK: Values (on the queue)
 
     func read(_ peripheral: Peripheral, characteristic: Characteristic) {
-        guard isConnected(peripheral, else: { .value(characteristic, nil, $0) }) else { return }
+        guard isConnected(peripheral, else: { .value(characteristic, nil, $0) }),
+            isCurrent(characteristic, of: peripheral, else: { .value(characteristic, nil, $0) })
+        else { return }
         Task {
             do throws(DBusError) {
                 let bytes = try await client.readValue(characteristic.id, descriptor: false)
@@ -137,7 +146,9 @@ extension CentralEngine {
     }
 
     func read(_ peripheral: Peripheral, descriptor: Descriptor) {
-        guard isConnected(peripheral, else: { .descriptorValue(descriptor, nil, $0) }) else { return }
+        guard isConnected(peripheral, else: { .descriptorValue(descriptor, nil, $0) }),
+            isCurrent(descriptor, of: peripheral, else: { .descriptorValue(descriptor, nil, $0) })
+        else { return }
         Task {
             do throws(DBusError) {
                 let bytes = try await client.readValue(descriptor.id, descriptor: true)
@@ -149,7 +160,9 @@ extension CentralEngine {
     }
 
     func write(_ peripheral: Peripheral, data: Data, characteristic: Characteristic, withResponse: Bool) {
-        guard isConnected(peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }) else { return }
+        guard isConnected(peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }),
+            isCurrent(characteristic, of: peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil })
+        else { return }
         guard withResponse else { return writeWithoutResponse(peripheral, Array(data), characteristic: characteristic) }
         client.writeValueInOrder(characteristic.id, descriptor: false, value: Array(data), withResponse: true) {
             [self] error in
@@ -158,7 +171,9 @@ extension CentralEngine {
     }
 
     func write(_ peripheral: Peripheral, data: Data, descriptor: Descriptor) {
-        guard isConnected(peripheral, else: { .wroteDescriptor(descriptor, $0) }) else { return }
+        guard isConnected(peripheral, else: { .wroteDescriptor(descriptor, $0) }),
+            isCurrent(descriptor, of: peripheral, else: { .wroteDescriptor(descriptor, $0) })
+        else { return }
         client.writeValueInOrder(descriptor.id, descriptor: true, value: Array(data), withResponse: true) {
             [self] error in
             manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, error.map(Self.gattError))))

@@ -120,7 +120,7 @@ extension CentralEngine {
             await client.synchronize(with: id)
             connection.queue.async { [self] in
                 guard links[id]?.phase == .connected, gatt[id]?.notifying.contains(characteristic.id) == true,
-                    gatt[id]?.notifySockets[characteristic.id] == nil
+                    gatt[id]?.notifySockets[characteristic.id] == nil, !isBeingRemoved(characteristic, of: id)
                 else { return }
                 DBusLog.warning(
                     "bluetoothd closed the notification socket of \(characteristic.uuid); using StartNotify")

@@ -157,7 +157,11 @@ final class CentralEngine: @unchecked Sendable {
             abandonAttempt(id)
             updateBackgroundDiscovery()
         case .objects(let event):
-            valueChanged(event)
+            if let change = client.gattObjectsChange(in: event) {
+                gattObjectsChanged(change.device, removed: change.removed)
+            } else {
+                valueChanged(event)
+            }
         }
     }
 

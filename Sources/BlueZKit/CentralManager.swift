@@ -222,6 +222,8 @@ public final class CentralManager: @unchecked Sendable {
     /// A GATT result for a peripheral's delegate.
     enum GattEvent: Sendable {
         case services([Service], (any Error)?)
+        /// The peripheral's database changed; these services are invalid now (may be empty).
+        case modifiedServices([Service])
         case includedServices(Service, [Service], (any Error)?)
         case characteristics(Service, [Characteristic], (any Error)?)
         case descriptors(Characteristic, [Descriptor], (any Error)?)
@@ -332,6 +334,11 @@ public final class CentralManager: @unchecked Sendable {
                 peripheral.update(services: known)
             }
             delegate?.peripheral(peripheral, didDiscoverServices: error)
+        case .modifiedServices(let invalidated):
+            if let known = peripheral.services {
+                peripheral.update(services: known.filter { !invalidated.contains($0) })
+            }
+            delegate?.peripheral(peripheral, didModifyServices: invalidated)
         case .includedServices(let service, let included, let error):
             if error == nil { service.setIncludedServices(included) }
             delegate?.peripheral(peripheral, didDiscoverIncludedServicesFor: service, error: error)

@@ -29,6 +29,17 @@ public protocol PeripheralDelegate: AnyObject {
     /// The peripheral's ``Peripheral/name`` changed (BlueZ's `Device1.Name`, from an
     /// advertisement or, once connected, the GAP Device Name; a local alias does not count).
     func peripheralDidUpdateName(_ peripheral: Peripheral)
+    /// The peripheral's GATT database changed (it indicated Service Changed): `invalidatedServices`
+    /// are gone from ``Peripheral/services``, and so are their characteristics and descriptors —
+    /// operations on them fail with ``BluetoothError/Code/invalidHandle`` and their subscriptions
+    /// end. Call ``Peripheral/discoverServices(_:)`` to find what replaced them; an empty list means
+    /// services were only added.
+    ///
+    /// Called on the manager's queue once per change, after the app discovered services on the
+    /// link. bluetoothd reports the change as `InterfacesRemoved` and `InterfacesAdded` of the
+    /// `GattService1`, `GattCharacteristic1` and `GattDescriptor1` objects under the device, with
+    /// `ServicesResolved` staying true; a burst of them makes one call.
+    func peripheral(_ peripheral: Peripheral, didModifyServices invalidatedServices: [Service])
     /// ``Peripheral/canSendWriteWithoutResponse`` became true again: writes without response
     /// that had to wait have gone out, and new ones go out at once.
     func peripheralIsReady(toSendWriteWithoutResponse peripheral: Peripheral)
@@ -69,6 +80,8 @@ extension PeripheralDelegate {
     public func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?) {}
     /// Does nothing.
     public func peripheralDidUpdateName(_ peripheral: Peripheral) {}
+    /// Does nothing.
+    public func peripheral(_ peripheral: Peripheral, didModifyServices invalidatedServices: [Service]) {}
     /// Does nothing.
     public func peripheralIsReady(toSendWriteWithoutResponse peripheral: Peripheral) {}
 }

@@ -44,6 +44,8 @@ struct GATTLayout: Sendable {
         let characteristics: [Characteristic]
         /// Claimed by a bluetoothd plugin (the GAP service): not exported on D-Bus.
         let isHidden: Bool
+        /// The GAP or GATT service the layout adds itself.
+        let isStandard: Bool
 
         /// The object-path element bluetoothd gives it: `serviceXXXX`, after its start handle.
         var pathElement: String { "service" + BluetoothText.handle(handle) }
@@ -55,9 +57,17 @@ struct GATTLayout: Sendable {
     static let extendedPropertiesUUID = "00002900" + BluetoothText.baseSuffix
 
     /// Lays out `services` (after the standard ones when `standard`); throws on an invalid UUID, flag or include.
-    static func make(services: [SimulatedService], standard: Bool, deviceName: String?) throws(SimulatedBlueZError)
-        -> GATTLayout
-    {
+    ///
+    /// With a `previous` layout (the database changing), a service that was in it keeps its start handle
+    /// when the services before it leave room, as a server keeps unaffected services where they are; a
+    /// new service starts right after the one before it.
+    static func make(
+        services: [SimulatedService], standard: Bool, deviceName: String?, previous: GATTLayout? = nil
+    ) throws(SimulatedBlueZError) -> GATTLayout {
+        var previousStarts: [ObjectIdentifier: UInt16] = [:]
+        for service in previous?.services ?? [] where !service.isStandard {
+            previousStarts[ObjectIdentifier(service.object)] = service.handle
+        }
         var all: [(SimulatedService, Bool)] = []
         if standard {
             let gap = SimulatedService(
@@ -75,6 +85,7 @@ struct GATTLayout: Sendable {
         var starts: [ObjectIdentifier: UInt16] = [:]
         var next: Int = 1
         for (service, _) in all {
+            next = max(next, Int(previousStarts[ObjectIdentifier(service)] ?? 0))
             starts[ObjectIdentifier(service)] = UInt16(clamping: next)
             next += 1 + service.includes.count
             for characteristic in service.characteristics {
@@ -86,7 +97,7 @@ struct GATTLayout: Sendable {
         }
         // Pass 2: the layout.
         var laidOut: [Service] = []
-        for (service, hidden) in all {
+        for (index, (service, hidden)) in all.enumerated() {
             let start = starts[ObjectIdentifier(service)]!
             var handle = start
             let includes = try service.includes.map { (included) throws(SimulatedBlueZError) -> UInt16 in
@@ -118,7 +129,7 @@ struct GATTLayout: Sendable {
                 Service(
                     object: service, uuid: try uuid(service.uuid), handle: start, endHandle: handle,
                     isPrimary: service.isPrimary, includes: includes, characteristics: characteristics,
-                    isHidden: hidden))
+                    isHidden: hidden, isStandard: standard && index < 2))
         }
         return GATTLayout(services: laidOut)
     }

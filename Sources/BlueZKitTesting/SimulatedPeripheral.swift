@@ -38,7 +38,9 @@ public final class SimulatedPeripheral: Sendable {
     /// Public or random.
     public let addressType: SimulatedAddressType
     /// The GATT services, in handle order (after the standard ones).
-    public let services: [SimulatedService]
+    ///
+    /// Change them with ``addService(_:)``, ``removeService(uuid:)`` and ``replaceService(uuid:with:)``.
+    public var services: [SimulatedService] { database.withLock { $0 } }
     /// Whether the database starts with the GAP (`1800`, hidden by bluetoothd) and GATT (`1801`) services.
     public let includesStandardServices: Bool
     /// The largest ATT MTU the peripheral accepts; the exchanged MTU is the smaller of this and bluetoothd's 517.
@@ -47,6 +49,8 @@ public final class SimulatedPeripheral: Sendable {
     public let advertisingInterval: Duration?
     let advertisement: Mutex<Advertisement>
     let attachment = Mutex(Attachment())
+    /// The services of the GATT database (the simulator's queue commits changes while attached).
+    let database: Mutex<[SimulatedService]>
 
     /// A peripheral with its advertising data and GATT database.
     ///
@@ -64,7 +68,7 @@ public final class SimulatedPeripheral: Sendable {
     ) {
         self.address = BluetoothText.address(address) ?? address
         self.addressType = addressType
-        self.services = services
+        self.database = Mutex(services)
         self.includesStandardServices = includesStandardServices
         self.maximumMTU = maximumMTU
         self.advertisingInterval = advertisingInterval
@@ -169,6 +173,72 @@ public final class SimulatedPeripheral: Sendable {
     public var devicePath: String? {
         guard let adapter = attachment.withLock({ $0.adapterName }) else { return nil }
         return "/org/bluez/\(adapter)/" + BluetoothText.deviceElement(address)
+    }
+
+    // MARK: GATT database
+
+    /// Adds `service` after the existing ones.
+    ///
+    /// While connected with services resolved, bluetoothd exports the new
+    /// service as BlueZ 5.66 does after a Service Changed indication: one
+    /// `InterfacesAdded` per object (the service, then each characteristic
+    /// followed by its descriptors), `Device1.UUIDs` changing when a new UUID
+    /// appears, and `ServicesResolved` staying true. The database stays
+    /// changed for later connections.
+    ///
+    /// - Throws: ``SimulatedBlueZError`` `.invalidConfiguration` for an invalid UUID, flag or include.
+    public func addService(_ service: SimulatedService) throws(SimulatedBlueZError) {
+        try changeDatabase { $0 + [service] }
+    }
+
+    /// Removes the services with `uuid` (16-, 32- or 128-bit form).
+    ///
+    /// While connected, bluetoothd unregisters their objects as BlueZ 5.66's
+    /// `unregister_service` does: per characteristic its descriptors, then the
+    /// characteristic, the service last, one `InterfacesRemoved` each;
+    /// `Device1.UUIDs` changes when no other service has the UUID;
+    /// `ServicesResolved` stays true. Services after a removed one keep their
+    /// handles and object paths.
+    ///
+    /// - Throws: ``SimulatedBlueZError`` `.notFound` when no service has `uuid`.
+    public func removeService(uuid: String) throws(SimulatedBlueZError) {
+        let target = BluetoothText.uuid(uuid)
+        try changeDatabase { (services) throws(SimulatedBlueZError) -> [SimulatedService] in
+            let kept = services.filter { BluetoothText.uuid($0.uuid) != target }
+            guard target != nil, kept.count < services.count else {
+                throw SimulatedBlueZError(.notFound, "no service \(uuid)")
+            }
+            return kept
+        }
+    }
+
+    /// Replaces the services with `uuid` by `service`, at the place of the first one, in one database change:
+    /// the removals of ``removeService(uuid:)``, then the additions of ``addService(_:)``.
+    ///
+    /// - Throws: ``SimulatedBlueZError`` `.notFound` when no service has `uuid`, `.invalidConfiguration`
+    ///   when `service` is invalid.
+    public func replaceService(uuid: String, with service: SimulatedService) throws(SimulatedBlueZError) {
+        let target = BluetoothText.uuid(uuid)
+        try changeDatabase { (services) throws(SimulatedBlueZError) -> [SimulatedService] in
+            guard target != nil, let index = services.firstIndex(where: { BluetoothText.uuid($0.uuid) == target })
+            else { throw SimulatedBlueZError(.notFound, "no service \(uuid)") }
+            var changed = services.filter { BluetoothText.uuid($0.uuid) != target }
+            changed.insert(service, at: min(index, changed.count))
+            return changed
+        }
+    }
+
+    /// Applies `change` to the service list: through the simulator when attached, else directly.
+    private func changeDatabase(
+        _ change: ([SimulatedService]) throws(SimulatedBlueZError) -> [SimulatedService]
+    ) throws(SimulatedBlueZError) {
+        let services = try change(self.services)
+        if let core = attachment.withLock({ $0.core }) {
+            if let error = core.changeDatabase(of: self, to: services) { throw error }
+            return
+        }
+        _ = try GATTLayout.make(services: services, standard: includesStandardServices, deviceName: name)
+        database.withLock { $0 = services }
     }
 
     // MARK: Internal

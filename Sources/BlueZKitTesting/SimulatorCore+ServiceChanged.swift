@@ -1,0 +1,160 @@
+internal import DBus
+
+/// A peripheral's GATT database changing while bluetoothd knows it: what BlueZ 5.66 does after a
+/// Service Changed indication.
+///
+/// bluetoothd (`src/shared/gatt-client.c`) discovers the changed handle range again. A service
+/// that is gone, or whose handle now holds something else, leaves the database
+/// (`gatt_service_removed` → `btd_gatt_client_service_removed` → `unregister_service`): for each
+/// characteristic its descriptors, then the characteristic, the service last, one
+/// `InterfacesRemoved` per object. A service found anew is exported once its characteristics are
+/// discovered (`gatt_service_added` → `export_service`): one `InterfacesAdded` per object, the
+/// service first. `Device1.UUIDs` changes when the set of primary UUIDs does. `ServicesResolved`
+/// stays true throughout: bluetoothd sets it only when the client becomes ready and when the
+/// link goes down. Services outside the change keep their objects.
+extension SimulatorCore {
+    /// Commits `services` as the peripheral's database and updates what bluetoothd exports for it.
+    func changeDatabase(of peripheral: SimulatedPeripheral, to services: [SimulatedService]) -> SimulatedBlueZError? {
+        run { () -> SimulatedBlueZError? in
+            let old = peripheral.layout
+            let layout: GATTLayout
+            do throws(SimulatedBlueZError) {
+                layout = try GATTLayout.make(
+                    services: services, standard: peripheral.includesStandardServices, deviceName: peripheral.name,
+                    previous: old)
+            } catch {
+                return error
+            }
+            peripheral.database.withLock { $0 = services }
+            peripheral.attachment.withLock { $0.layout = layout }
+            relink(layout, to: peripheral)
+            // Attributes that left the database answer no handle any more.
+            for service in old?.services ?? [] where !layout.services.contains(where: { $0.object === service.object })
+            {
+                service.object.link.attach(to: peripheral, handle: 0, pathSuffix: "")
+                for characteristic in service.characteristics {
+                    characteristic.object.link.attach(to: peripheral, handle: 0, pathSuffix: "")
+                    for descriptor in characteristic.descriptors {
+                        descriptor.object.link.attach(to: peripheral, handle: 0, pathSuffix: "")
+                    }
+                }
+            }
+            if let old, let path = devicePath(of: peripheral) { servicesChanged(path, from: old, to: layout) }
+            return nil
+        }
+    }
+
+    /// Points the attributes at their (possibly new) handles and paths.
+    private func relink(_ layout: GATTLayout, to peripheral: SimulatedPeripheral) {
+        for service in layout.services {
+            let servicePath = "/" + service.pathElement
+            service.object.link.attach(to: peripheral, handle: service.handle, pathSuffix: servicePath)
+            for characteristic in service.characteristics {
+                let characteristicPath = servicePath + "/" + characteristic.pathElement
+                characteristic.object.link.attach(
+                    to: peripheral, handle: characteristic.valueHandle, pathSuffix: characteristicPath)
+                for descriptor in characteristic.descriptors {
+                    descriptor.object.link.attach(
+                        to: peripheral, handle: descriptor.handle,
+                        pathSuffix: characteristicPath + "/" + descriptor.pathElement)
+                }
+            }
+        }
+    }
+
+    /// Replaces the exported objects of the services that changed between `old` and `new`.
+    ///
+    /// Without exported objects (never resolved, or forgotten at disconnection) there is nothing to
+    /// do: the next resolution exports the new database. Objects bluetoothd keeps for a disconnected
+    /// device (its GATT cache) change at once.
+    private func servicesChanged(_ device: ObjectPath, from old: GATTLayout, to new: GATTLayout) {
+        guard let state = devices[device], !state.gattPaths.isEmpty else { return }
+        let removed = old.services.filter { service in !new.services.contains { Self.same($0, service) } }
+        let added = new.services.filter { service in !old.services.contains { Self.same($0, service) } }
+        guard !removed.isEmpty || !added.isEmpty else { return }
+        let removedPaths = Set(removed.map { device.childOrRoot($0.pathElement) })
+        for service in removed where !service.isHidden { unregisterService(device.childOrRoot(service.pathElement)) }
+        // gdbus sends `InterfacesRemoved` as the object is unregistered, not at the end of the turn.
+        flushSignals(beforeReply: true)
+        // `on_service_removed`: services that included a removed one lose it from `Includes`.
+        for path in state.gattPaths {
+            guard case .service(var node) = gattObjects[path], node.includes.contains(where: removedPaths.contains)
+            else { continue }
+            node.includes.removeAll { removedPaths.contains($0) }
+            gattObjects[path] = .service(node)
+            propertiesChanged(path, "org.bluez.GattService1", ["Includes"])
+        }
+        // The peer forgets the client configurations of the attributes that went.
+        updateDevice(device) { state in
+            for service in removed {
+                state.clientConfigurations = state.clientConfigurations.filter { handle, _ in
+                    !(service.handle...service.endHandle).contains(handle)
+                }
+            }
+        }
+        let oldUUIDs = state.uuids
+        updateDevice(device) { $0.gattUUIDs = new.primaryUUIDs }
+        if devices[device]?.uuids != oldUUIDs { propertiesChanged(device, Self.deviceInterface, ["UUIDs"]) }
+        for service in added where !service.isHidden { exportService(service, of: device, in: new) }
+        updateDevice(device) { state in
+            state.gattPaths = Self.exportOrder(gattObjects.keys.filter { gattObjects[$0]?.device == device })
+        }
+        store(device)
+    }
+
+    /// Whether a service is unaffected by the change: same handles, same UUID, same definition.
+    private static func same(_ a: GATTLayout.Service, _ b: GATTLayout.Service) -> Bool {
+        guard a.handle == b.handle, a.endHandle == b.endHandle, a.uuid == b.uuid else { return false }
+        return (a.isStandard && b.isStandard) || a.object === b.object
+    }
+
+    /// `unregister_service`: per characteristic its descriptors, then the characteristic; the service last.
+    private func unregisterService(_ service: ObjectPath) {
+        var order: [ObjectPath] = []
+        for characteristic in gattObjects.keys.filter({ $0.parent == service }).sorted() {
+            order += gattObjects.keys.filter { $0.parent == characteristic }.sorted()
+            order.append(characteristic)
+        }
+        order.append(service)
+        for path in order {
+            guard let node = gattObjects[path] else { continue }
+            disposeAcquiredSockets(path)
+            interfacesRemoved(path, [node.interface])
+            gattObjects[path] = nil
+        }
+    }
+
+    /// `export_service`: the service, then each characteristic followed by its descriptors.
+    private func exportService(_ service: GATTLayout.Service, of device: ObjectPath, in layout: GATTLayout) {
+        let servicePath = device.childOrRoot(service.pathElement)
+        let includes = service.includes.compactMap { handle in
+            layout.services.first { $0.handle == handle && !$0.isHidden }.map { device.childOrRoot($0.pathElement) }
+        }
+        gattObjects[servicePath] = .service(
+            .init(
+                path: servicePath, device: device, uuid: service.uuid, isPrimary: service.isPrimary, includes: includes)
+        )
+        interfacesAdded(servicePath, ["org.bluez.GattService1"])
+        for characteristic in service.characteristics {
+            let path = servicePath.childOrRoot(characteristic.pathElement)
+            gattObjects[path] = .characteristic(
+                .init(
+                    path: path, service: servicePath, device: device, uuid: characteristic.uuid,
+                    valueHandle: characteristic.valueHandle, flags: characteristic.flags,
+                    object: characteristic.object))
+            interfacesAdded(path, ["org.bluez.GattCharacteristic1"])
+            for descriptor in characteristic.descriptors {
+                let descriptorPath = path.childOrRoot(descriptor.pathElement)
+                gattObjects[descriptorPath] = .descriptor(
+                    .init(
+                        path: descriptorPath, characteristic: path, device: device, uuid: descriptor.uuid,
+                        kind: descriptor.kind, flags: descriptor.flags, object: descriptor.object,
+                        characteristicValueHandle: characteristic.valueHandle))
+                interfacesAdded(descriptorPath, ["org.bluez.GattDescriptor1"])
+            }
+        }
+    }
+
+    /// Paths in export order: by handle, which the fixed-width hex path elements sort as.
+    private static func exportOrder(_ paths: [ObjectPath]) -> [ObjectPath] { paths.sorted() }
+}

@@ -42,7 +42,8 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         // An ATT value is at most 512 bytes; a bigger buffer lets an oversized datagram show as one.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8)
         source.setEventHandler { [source] in
-            while !source.isCancelled {
+            // `ended`, not `source.isCancelled`: the protocol requirement costs a dynamic cast per call.
+            while !ended.value.load(ordering: .relaxed) {
                 let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
                 if count > 0 || (count == 0 && !Self.peerClosed(fd)) {
                     // An empty datagram is an empty notification, not the end: recv returns 0 for

@@ -121,8 +121,14 @@ final class AsyncWaiters: Sendable {
         case .characteristics(let service, let found, let error):
             for waiter in take(Key(service), \.characteristics) { resume(waiter.continuation, found, error) }
         case .value(let characteristic, let data, let error):
-            for waiter in take(Key(characteristic), \.reads) { resume(waiter.continuation, data ?? Data(), error) }
-            let streams = state.withLock { Array(($0.streams[Key(characteristic)] ?? [:]).values) }
+            // Every notification comes here: one lock, and nothing copied when nobody waits.
+            let key = Key(characteristic)
+            let (reads, streams) = state.withLock { state -> ([Waiter<Data>], [Stream]) in
+                let reads = state.reads.isEmpty ? [] : (state.reads.removeValue(forKey: key) ?? [])
+                let streams = state.streams.isEmpty ? [] : Array((state.streams[key] ?? [:]).values)
+                return (reads, streams)
+            }
+            for waiter in reads { resume(waiter.continuation, data ?? Data(), error) }
             if let data, error == nil { for stream in streams { stream.continuation.yield(data) } }
         case .notifyState(let characteristic, let notifying, let error):
             guard let error, !notifying else { return }

@@ -76,6 +76,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "NotifySocketBenchmark",
+            dependencies: ["BlueZKit", "BlueZKitTesting", "DBus"],
+            path: "Benchmarks/NotifySocketBenchmark",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],
             path: "Benchmarks/PendingConnectBenchmark",

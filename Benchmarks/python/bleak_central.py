@@ -1,13 +1,17 @@
 """The bleak side of the end-to-end notification benchmark (Scripts/guest/e2e-benchmark).
 
     python bleak_central.py --name NAME [--adapter hci0] [--count N] [--extra K] [--timeout S]
+                            [--acquire-notify]
 
 Does what heart-rate-central does, with bleak: finds the heart-rate peripheral by its
 advertised name on the adapter (BleakScanner), connects, subscribes to Heart Rate
 Measurement (0x2A37, bleak's default StartNotify path: PropertiesChanged on the system
 bus, as BlueZKit's central) and decodes every notification as the Swift central does
 (flags, 8- or 16-bit rate, sensor contact, energy expended, RR intervals), printing one
-JSON line per reading, flushed at once:
+JSON line per reading, flushed at once. With --acquire-notify it subscribes through
+AcquireNotify instead (bluez={"use_start_notify": False}, bleak's opt-in since 3.0.2: one
+datagram per notification on a socket, read by bleak's fd reader), and fails when bleak
+did not take that path:
 
     {"bpm": 78, "event": "heartRate", "rrIntervals": [0.769...]}
 
@@ -117,6 +121,8 @@ async def main():
     parser.add_argument("--count", type=int, default=1000, help="readings in the measured window")
     parser.add_argument("--extra", type=int, default=20, help="readings received after the window")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to find the peripheral")
+    parser.add_argument("--acquire-notify", action="store_true",
+                        help='AcquireNotify (bluez={"use_start_notify": False}) instead of StartNotify')
     args = parser.parse_args()
     if args.count < 2 or args.extra < 0:
         parser.error("--count must be at least 2, --extra not negative")
@@ -165,7 +171,15 @@ async def main():
         client = BleakClient(device, disconnected_callback=on_disconnect, timeout=60, bluez=bluez)
         try:
             await client.connect()
-            await client.start_notify(MEASUREMENT, on_notification)
+            if args.acquire_notify:
+                await client.start_notify(MEASUREMENT, on_notification, bluez={"use_start_notify": False})
+                # bleak falls back to StartNotify silently when NotifyAcquired is not offered.
+                if not getattr(client._backend, "_notification_fds", None):
+                    emit({"event": "error", "message": "bleak did not use AcquireNotify"})
+                    await client.disconnect()
+                    return 1
+            else:
+                await client.start_notify(MEASUREMENT, on_notification)
             break
         except Exception as error:  # noqa: BLE001 - reported, then retried
             emit({"event": "error", "message": f"attempt {attempt}: {type(error).__name__}: {error}"})
@@ -177,7 +191,8 @@ async def main():
             await asyncio.sleep(1)
     if client is None:
         return 1
-    emit({"event": "connected", "id": device.address})
+    emit({"event": "connected", "id": device.address,
+          "path": "AcquireNotify" if args.acquire_notify else "StartNotify"})
 
     await asyncio.wait([done, lost], return_when=asyncio.FIRST_COMPLETED)
     if not done.done():

@@ -182,7 +182,8 @@ import Testing
     @Test func aLostConfirmationStopsWaitingAfterTheTimeout() async throws {
         let rig = try await Rig.start()
         defer { withExtendedLifetime(rig) {} }
-        rig.manager.shared.withLock { $0.confirmationTimeout = .milliseconds(200) }
+        // Long enough that the refusal below comes before it on a loaded machine, short for a test.
+        rig.manager.shared.withLock { $0.confirmationTimeout = .milliseconds(1500) }
         let central = try await rig.central(1)
         central.confirmsIndications = false
         var values = try await rig.subscribe(central)

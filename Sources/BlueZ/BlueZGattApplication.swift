@@ -17,10 +17,16 @@ package final class BlueZGattApplication: Sendable {
         package var uuid: String
         package var isPrimary: Bool
         package var characteristics: [Characteristic]
-        package init(uuid: String, isPrimary: Bool, characteristics: [Characteristic]) {
+        /// The services it includes, as indices of services *before* it in the same application:
+        /// bluetoothd 5.66 resolves `Includes` only among the services of the application it is
+        /// registering, and only against those already inserted (`include_services` in
+        /// `src/gatt-database.c`); any other entry is logged ("include service not found") and skipped.
+        package var includes: [Int]
+        package init(uuid: String, isPrimary: Bool, characteristics: [Characteristic], includes: [Int] = []) {
             self.uuid = uuid
             self.isPrimary = isPrimary
             self.characteristics = characteristics
+            self.includes = includes
         }
     }
 
@@ -74,11 +80,23 @@ package final class BlueZGattApplication: Sendable {
     let root: ObjectPath
     private let paths: [ObjectPath]
     private let confirmations: ConfirmationHandlers
-    /// The characteristic objects, in the order of `service.characteristics`.
+    /// The characteristic objects, service by service, each in the order of `characteristics`.
     package let characteristicIDs: [CharacteristicID]
 
-    /// Exports `service` under a fresh root; nothing is registered yet.
-    package init(connection: DBusConnection, service: Service, number: Int) async throws(DBusError) {
+    /// Exports `service` alone under a fresh root; nothing is registered yet.
+    package convenience init(connection: DBusConnection, service: Service, number: Int) async throws(DBusError) {
+        try await self.init(connection: connection, services: [service], number: number)
+    }
+
+    /// Exports `services` under a fresh root, in this order; nothing is registered yet.
+    ///
+    /// bluetoothd inserts an application's services into its database in the order of our
+    /// `GetManagedObjects` reply, which lists objects in path order: the service paths
+    /// (`service0000`, `service0001`, …) are numbered with fixed width so that path order is
+    /// the order of `services`. Each service's `Includes` names the paths of the services its
+    /// `includes` indices point to (indices that do not point before it are dropped, since
+    /// bluetoothd could not resolve them).
+    package init(connection: DBusConnection, services: [Service], number: Int) async throws(DBusError) {
         self.connection = connection
         let root = try ObjectPath("/org/bluezkit/app\(number)")
         self.root = root
@@ -87,36 +105,47 @@ package final class BlueZGattApplication: Sendable {
         let confirmations = ConfirmationHandlers()
         self.confirmations = confirmations
         try await connection.addObjectManager(at: root, allowedCaller: BlueZNames.service)
-        let servicePath = try root.appending("service0")
-        for (c, characteristic) in service.characteristics.enumerated() {
-            let path = try servicePath.appending("char\(c)")
-            ids.append(CharacteristicID(path: path))
-            for (d, descriptor) in characteristic.descriptors.enumerated() {
-                let descriptorPath = try path.appending("desc\(d)")
+        var servicePaths: [ObjectPath] = []
+        for (s, service) in services.enumerated() {
+            let servicePath = try root.appending(Self.serviceName(s))
+            servicePaths.append(servicePath)
+            for (c, characteristic) in service.characteristics.enumerated() {
+                let path = try servicePath.appending("char\(c)")
+                ids.append(CharacteristicID(path: path))
+                for (d, descriptor) in characteristic.descriptors.enumerated() {
+                    let descriptorPath = try path.appending("desc\(d)")
+                    try await connection.export(
+                        [Self.descriptorInterface(descriptor, characteristic: path)], at: descriptorPath,
+                        allowedCaller: BlueZNames.service)
+                    paths.append(descriptorPath)
+                }
                 try await connection.export(
-                    [Self.descriptorInterface(descriptor, characteristic: path)], at: descriptorPath,
-                    allowedCaller: BlueZNames.service)
-                paths.append(descriptorPath)
+                    [
+                        Self.characteristicInterface(
+                            characteristic, service: servicePath, path: path, confirmations: confirmations)
+                    ],
+                    at: path, allowedCaller: BlueZNames.service)
+                paths.append(path)
             }
-            try await connection.export(
-                [
-                    Self.characteristicInterface(
-                        characteristic, service: servicePath, path: path, confirmations: confirmations)
-                ],
-                at: path, allowedCaller: BlueZNames.service)
-            paths.append(path)
+            let includes = service.includes.filter { $0 >= 0 && $0 < s }.map { servicePaths[$0] }
+            let serviceInterface = DBusInterface(
+                BlueZNames.gattService,
+                properties: [
+                    DBusProperty("UUID", "s", get: { .string(service.uuid) }),
+                    DBusProperty("Primary", "b", get: { .bool(service.isPrimary) }),
+                    DBusProperty("Includes", "ao", get: { .objectPathArray(includes) }),
+                ])
+            try await connection.export([serviceInterface], at: servicePath, allowedCaller: BlueZNames.service)
+            paths.append(servicePath)
         }
-        let serviceInterface = DBusInterface(
-            BlueZNames.gattService,
-            properties: [
-                DBusProperty("UUID", "s", get: { .string(service.uuid) }),
-                DBusProperty("Primary", "b", get: { .bool(service.isPrimary) }),
-                DBusProperty("Includes", "ao", get: { .objectPathArray([]) }),
-            ])
-        try await connection.export([serviceInterface], at: servicePath, allowedCaller: BlueZNames.service)
-        paths.append(servicePath)
         self.paths = paths
         self.characteristicIDs = ids
+    }
+
+    /// `service0000`, `service0001`, …: fixed width, so that path order is index order.
+    private static func serviceName(_ index: Int) -> String {
+        let digits = String(index)
+        return "service" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
     }
 
     /// `GattManager1.RegisterApplication` on `adapter`; bluetoothd reads our tree before it answers.

@@ -10,6 +10,7 @@ public final class MutableService: @unchecked Sendable, Hashable, CustomStringCo
     /// Whether it is a primary service.
     public let isPrimary: Bool
     private let list = Mutex<[MutableCharacteristic]?>(nil)
+    private let includes = Mutex<[MutableService]?>(nil)
 
     /// A service of type `type`; add characteristics before publishing it.
     public init(type: BluetoothUUID, primary: Bool) {
@@ -21,6 +22,21 @@ public final class MutableService: @unchecked Sendable, Hashable, CustomStringCo
     public var characteristics: [MutableCharacteristic]? {
         get { list.withLock { $0 } }
         set { list.withLock { $0 = newValue } }
+    }
+
+    /// The services this service includes (GATT's Include declarations); set before
+    /// ``PeripheralManager/add(_:)``.
+    ///
+    /// BlueZ resolves an included service only inside the GATT application that includes it
+    /// (the `Includes` property of `org.bluez.GattService1`), so the application registered for
+    /// this service also carries every service it includes, directly or not, each once and
+    /// before the services that include it. An included service you also added on its own moves
+    /// into that application while this service is published (see
+    /// <doc:CoreBluetoothDifferences>). A service that includes itself through a cycle is refused:
+    /// `didAdd` reports ``BluetoothError/Code/invalidParameters``.
+    public var includedServices: [MutableService]? {
+        get { includes.withLock { $0 } }
+        set { includes.withLock { $0 = newValue } }
     }
 
     /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).

@@ -4,7 +4,8 @@ import Foundation
 
 /// Turning a `MutableService` into a GATT application, and advertising.
 extension PeripheralManager {
-    func register(_ service: MutableService) async throws(DBusError) {
+    /// Exports `layout` as one GATT application and registers it (`RegisterApplication`).
+    func register(_ layout: ApplicationLayout) async throws(DBusError) {
         let (client, number, adapterAddress) = shared.withLock { state in
             state.nextApplication += 1
             return (state.client, state.nextApplication, state.adapterAddress)
@@ -12,16 +13,26 @@ extension PeripheralManager {
         guard let client, let adapter = await adapterPath(client) else {
             throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter")
         }
-        let characteristics = service.characteristics ?? []
-        let description = BlueZGattApplication.Service(
-            uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
-            characteristics: characteristics.map { gattCharacteristic($0, adapterAddress: adapterAddress) })
+        let characteristics = layout.services.flatMap { $0.characteristics ?? [] }
+        let descriptions = zip(layout.services, layout.includes).map { service, includes in
+            BlueZGattApplication.Service(
+                uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
+                characteristics: (service.characteristics ?? []).map {
+                    gattCharacteristic($0, adapterAddress: adapterAddress)
+                },
+                includes: includes)
+        }
         let application = try await BlueZGattApplication(
-            connection: client.connection, service: description, number: number)
-        try await application.register(on: adapter)
+            connection: client.connection, services: descriptions, number: number)
+        do throws(DBusError) {
+            try await application.register(on: adapter)
+        } catch {
+            await application.unregister(from: nil)
+            throw error
+        }
         shared.withLock { state in
-            if !state.services.contains(where: { $0 === service }) { state.services.append(service) }
-            state.applications[ObjectIdentifier(service)] = application
+            state.applications[ObjectIdentifier(layout.host)] = application
+            state.inclusion.layouts[ObjectIdentifier(layout.host)] = layout
             for (characteristic, id) in zip(characteristics, application.characteristicIDs) {
                 state.characteristics[ObjectIdentifier(characteristic)] = (application, id)
             }
@@ -92,23 +103,18 @@ extension PeripheralManager {
     /// the adapter came back (their registrations died with it). Failures are logged; the
     /// delegate is not called, as Core Bluetooth restores published state silently.
     func republish() async {
-        let (services, content, stale, staleAdvertisement) = shared.withLock { state in
+        let (content, stale, staleAdvertisement) = shared.withLock { state in
             defer {
                 state.applications.removeAll()
+                state.inclusion.layouts.removeAll()
                 state.characteristics.removeAll()
                 state.advertisement = nil
             }
-            return (state.services, state.wantedAdvertisement, Array(state.applications.values), state.advertisement)
+            return (state.wantedAdvertisement, Array(state.applications.values), state.advertisement)
         }
         for application in stale { await application.unregister(from: nil) }
         await staleAdvertisement?.unregister(from: nil)
-        for service in services {
-            do throws(DBusError) {
-                try await register(service)
-            } catch {
-                DBusLog.warning("could not publish \(service) again after bluetoothd came back: \(error)")
-            }
-        }
+        _ = await reconcileApplications()
         if let content {
             let error = await advertise(content)
             shared.withLock { $0.isAdvertising = error == nil }

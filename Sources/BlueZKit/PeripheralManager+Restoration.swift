@@ -29,16 +29,18 @@ extension PeripheralManager {
     /// Saves the current state now (on `queue`).
     func saveState() {
         guard let restoration else { return }
-        let (services, advertisement) = shared.withLock { ($0.services, $0.advertisementData) }
+        let (services, removed, advertisement) = shared.withLock {
+            ($0.services, $0.inclusion.removed, $0.advertisementData)
+        }
         restoration.save(
             PeripheralRestorationRecord(
-                services: services.map(PeripheralRestorationRecord.Service.init), advertisement: advertisement))
+                services: Self.serviceRecords(services, excluding: removed), advertisement: advertisement))
     }
 
     /// Rebuilds the saved services and advertisement, to be published again once powered on,
     /// and delivers `willRestoreState` (before any other delegate call).
     func restore(_ saved: PeripheralRestorationRecord) {
-        let services = saved.services.compactMap(\.mutableService)
+        let services = Self.restoredServices(saved.services)
         shared.withLock { state in
             state.services = services
             state.advertisementData = saved.advertisement

@@ -19,7 +19,7 @@ import Synchronization
 /// confirmed the previous value. Published services and the advertisement are registered again
 /// when bluetoothd or the adapter comes back, and restored across processes with a restore
 /// identifier. Not built yet: AcquireNotify/AcquireWrite sockets,
-/// pairing and encryption prompts (an agent), included and secondary services.
+/// pairing and encryption prompts (an agent).
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind `Mutex`es.
 public final class PeripheralManager: @unchecked Sendable {
@@ -43,6 +43,8 @@ public final class PeripheralManager: @unchecked Sendable {
         var applications: [ObjectIdentifier: BlueZGattApplication] = [:]
         var characteristics: [ObjectIdentifier: (BlueZGattApplication, BlueZGattApplication.CharacteristicID)] = [:]
         var nextApplication = 0
+        /// Which application carries which included service (see `PeripheralManager+IncludedServices`).
+        var inclusion = IncludedServicesState()
         var advertisement: BlueZAdvertisement?
         var isAdvertising = false
         /// Who is connected and subscribed (see `CentralSubscriptions`).
@@ -106,48 +108,23 @@ public final class PeripheralManager: @unchecked Sendable {
     ///
     /// Exports the objects and calls `GattManager1.RegisterApplication`;
     /// bluetoothd reads them back before it answers. The delegate's `didAdd`
-    /// follows, with the BlueZ error as ``BluetoothError`` when it fails.
+    /// follows, with the BlueZ error as ``BluetoothError`` when it fails, or
+    /// ``BluetoothError/Code/invalidParameters`` when its ``MutableService/includedServices``
+    /// form a cycle. The application also carries the services it includes (BlueZ resolves
+    /// includes only within one application).
     public func add(_ service: MutableService) {
-        Task {
-            var failure: (any Error)? = nil
-            do throws(DBusError) {
-                try await register(service)
-            } catch {
-                failure = BluetoothError(.unknown, message: error.description, underlying: error)
-            }
-            let result = failure
-            queue.async {
-                self.saveState()
-                self.delegate?.peripheralManager(self, didAdd: service, error: result)
-            }
-        }
+        publish(service)
     }
 
-    /// Unpublishes `service` (`UnregisterApplication`).
+    /// Unpublishes `service` (`UnregisterApplication`), and takes it out of the applications of
+    /// services that include it (they are registered again without it).
     public func remove(_ service: MutableService) {
-        let (application, client) = shared.withLock { state in
-            state.services.removeAll { $0 === service }
-            return (state.applications.removeValue(forKey: ObjectIdentifier(service)), state.client)
-        }
-        saveStateSoon()
-        guard let application else { return }
-        Task { await application.unregister(from: await adapterPath(client)) }
+        unpublish(service)
     }
 
     /// Unpublishes every service.
     public func removeAllServices() {
-        let (applications, client) = shared.withLock { state in
-            defer {
-                state.applications.removeAll()
-                state.services.removeAll()
-            }
-            return (Array(state.applications.values), state.client)
-        }
-        saveStateSoon()
-        Task {
-            let adapter = await adapterPath(client)
-            for application in applications { await application.unregister(from: adapter) }
-        }
+        unpublishAll()
     }
 
     // MARK: Advertising
@@ -288,7 +265,7 @@ public final class PeripheralManager: @unchecked Sendable {
             }
         }
         if case .present = status {} else { dropAllSubscriptions() }
-        if republish { Task { await self.republish() } }
+        if republish { serially { await self.republish() } }
         setState(state)
     }
 

@@ -25,6 +25,11 @@ struct PeripheralRestorationRecord: RestorationRecord {
         var uuid: String
         var isPrimary: Bool
         var characteristics: [Characteristic]
+        /// The services it includes, as indices into the record's `services`; nil for none
+        /// (and in records saved before included services existed).
+        var includes: [Int]? = nil
+        /// False for a service saved only because an added service includes it; nil means added.
+        var isAdded: Bool? = nil
     }
 
     var services: [Service] = []

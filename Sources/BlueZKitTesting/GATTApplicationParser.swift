@@ -29,6 +29,10 @@ enum GATTApplicationParser {
             }
             if !interfaces.isEmpty { objects.append((path, interfaces)) }
         }
+        // bluetoothd inserts services in the order of the reply (`parse_managed_objects`, then
+        // `register_service` over the proxies in that order), which decides which includes resolve.
+        let replyOrder = Dictionary(
+            objects.enumerated().map { ($0.element.0.rawValue, $0.offset) }, uniquingKeysWith: { first, _ in first })
         objects.sort { $0.0 < $1.0 }
         guard !objects.isEmpty else { return .failure(BlueZErrors.failed("No object received")) }
         // `register_service` and friends check the structure; `database_add_app` then parses UUIDs and
@@ -36,13 +40,30 @@ enum GATTApplicationParser {
         let invalid = BlueZErrors.failed("No valid service object found")
         var unparsable = false
         var services: [SimulatedGATTApplication.Service] = []
+        var includePaths: [String: [String]] = [:]
         for (path, interfaces) in objects {
             guard let properties = interfaces[serviceInterface] else { continue }
             let uuid = uuid(properties)
             let primary = properties["Primary"]?.boolValue
-            if uuid == nil || primary == nil { unparsable = true }
+            let includes = includes(properties)
+            if uuid == nil || primary == nil || includes == nil { unparsable = true }
+            includePaths[path.rawValue] = includes ?? []
             services.append(
-                .init(path: path.rawValue, uuid: uuid ?? "", isPrimary: primary ?? false, characteristics: []))
+                .init(
+                    path: path.rawValue, uuid: uuid ?? "", isPrimary: primary ?? false, characteristics: [],
+                    includes: []))
+        }
+        // `include_services`: an include resolves only to a service of this application that was
+        // inserted already (the including service itself counts: it is inserted before its
+        // includes are added); anything else is logged ("include service not found") and skipped.
+        let servicePaths = Set(services.map(\.path))
+        for index in services.indices {
+            let position = replyOrder[services[index].path] ?? 0
+            let resolved = (includePaths[services[index].path] ?? []).filter { included in
+                guard servicePaths.contains(included), let target = replyOrder[included] else { return false }
+                return target <= position
+            }
+            services[index].includes = resolved
         }
         for (path, interfaces) in objects {
             guard let properties = interfaces[characteristicInterface] else { continue }
@@ -71,6 +92,19 @@ enum GATTApplicationParser {
         guard !services.isEmpty || profiles else { return .failure(invalid) }
         guard !unparsable else { return .failure(BlueZErrors.failed("Failed to create entry in database")) }
         return .success(SimulatedGATTApplication(owner: owner, path: root.rawValue, services: services))
+    }
+
+    /// `parse_includes`: no `Includes` is no includes; anything but an array of object paths is
+    /// an error (nil).
+    private static func includes(_ properties: [String: DBusValue]) -> [String]? {
+        guard let value = properties["Includes"]?.unwrappingVariants else { return [] }
+        guard case .array(_, let elements) = value else { return nil }
+        var paths: [String] = []
+        for element in elements {
+            guard let path = element.objectPathValue else { return nil }
+            paths.append(path.rawValue)
+        }
+        return paths
     }
 
     /// `parse_uuid`: a valid UUID string that is not GAP or GATT.

@@ -38,6 +38,10 @@ public struct SimulatedGATTApplication: Sendable, Hashable {
         public var isPrimary: Bool
         /// Its characteristics, in object-path order.
         public var characteristics: [Characteristic]
+        /// The object paths of the services it includes (`Includes`), as bluetoothd 5.66 resolved
+        /// them: only services of this application that come before it in the application's
+        /// `GetManagedObjects` reply (or itself); other entries are skipped, as bluetoothd does.
+        public var includes: [String]
     }
 
     /// The unique bus name of the application's connection (the caller of `RegisterApplication`).
@@ -49,6 +53,11 @@ public struct SimulatedGATTApplication: Sendable, Hashable {
 
     /// The UUIDs of the services, in object-path order.
     public var serviceUUIDs: [String] { services.map(\.uuid) }
+
+    /// The service at `path` in the application's tree, if registered.
+    public func service(path: String) -> Service? {
+        services.first { $0.path == path }
+    }
 
     /// The characteristic `characteristicUUID` of the service `serviceUUID` (16-, 32- or 128-bit forms), if registered.
     public func characteristic(serviceUUID: String, characteristicUUID: String) -> Characteristic? {

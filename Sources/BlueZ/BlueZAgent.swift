@@ -1,38 +1,78 @@
 package import DBus
 import Synchronization
 
-/// A pairing agent (`org.bluez.Agent1`) with the `NoInputNoOutput` capability:
-/// "just works" pairing with nobody at a keyboard or a screen.
+/// A pairing agent (`org.bluez.Agent1`): by itself "just works" with the `NoInputNoOutput`
+/// capability, or the app's, through a ``Responder``.
 ///
 /// bluetoothd asks the default agent whenever a pairing nobody's own agent
 /// covers needs a decision: an incoming pairing request, a just-works
 /// confirmation, a service authorization. Without any agent it rejects those
 /// ("No agent available for request type …") and, unless `AlwaysPairable` is
-/// set in main.conf, keeps the adapters non-bondable. This agent accepts
-/// confirmations and authorizations and rejects what would need a PIN or a
-/// passkey typed or shown, as `doc/agent-api.txt` prescribes for an agent
-/// that has neither. Only bluetoothd may call it.
+/// set in main.conf, keeps the adapters non-bondable. Without a responder this
+/// agent accepts confirmations and authorizations and rejects what would need a
+/// PIN or a passkey typed or shown, as `doc/agent-api.txt` prescribes for an
+/// agent that has neither. With one, each request waits for the responder's
+/// answer, or for bluetoothd's `Cancel`. Only bluetoothd may call it.
 ///
 /// bluetoothd keeps one agent per D-Bus connection (`RegisterAgent` answers
 /// `AlreadyExists` for a second one); registrations end when the connection
 /// closes or bluetoothd restarts (register again then).
 package final class BlueZAgent: Sendable {
-    /// The capability this agent registers with.
+    /// The capability this agent registers with unless told otherwise (``setCapability(_:)``).
     package static let capability = "NoInputNoOutput"
-    /// The error a request this agent cannot serve is answered with.
+    /// The error a request this agent cannot serve, or its responder refuses, is answered with.
     package static let rejected = "org.bluez.Error.Rejected"
+    /// The error a request bluetoothd cancelled is answered with, if still open.
+    package static let canceled = "org.bluez.Error.Canceled"
+
+    /// What bluetoothd asks an agent with a responder (`doc/agent-api.txt`); PIN codes
+    /// (BR/EDR legacy pairing) are not forwarded.
+    package enum Request: Sendable, Hashable {
+        /// `DisplayPasskey(device, passkey, entered)`: show it; bluetoothd waits for no answer.
+        case displayPasskey(UInt32, entered: UInt16)
+        /// `RequestConfirmation(device, passkey)`: numeric comparison.
+        case confirmPasskey(UInt32)
+        /// `RequestPasskey(device)`: the passkey the remote device shows.
+        case requestPasskey
+        /// `RequestAuthorization(device)`: just-works pairing that no `Pair` call asked for.
+        case authorizePairing
+        /// `AuthorizeService(device, uuid)`: a remote device uses a profile.
+        case authorizeService(String)
+    }
+
+    /// A responder's answer: accept (with the passkey for ``Request/requestPasskey``) or reject.
+    package enum Answer: Sendable, Hashable {
+        case accept
+        case passkey(UInt32)
+        case reject
+    }
+
+    /// Decides requests: called on the connection's queue with the device's object path and
+    /// a function to call once, from any thread, with the answer. `nil` as the device marks
+    /// bluetoothd's `Cancel` of the open requests (their answer functions become no-ops).
+    package typealias Responder =
+        @Sendable (_ device: ObjectPath?, _ request: Request?, _ answer: @escaping @Sendable (Answer) -> Void) -> Void
 
     private static let nextNumber = Atomic<Int>(0)
     /// The connection the agent is exported on and registered from.
     package let connection: DBusConnection
     /// The agent's object path, unique per instance (`/org/bluezkit/agentN`).
     package let path: ObjectPath
-    private let state: Mutex<State>
+    let state: Mutex<State>
 
-    private struct State {
+    struct State {
         var exported = false
         var registered = false
         var isDefault = false
+        /// The capability wanted, and the one bluetoothd holds for the current registration.
+        var capability = BlueZAgent.capability
+        var registeredCapability: String?
+        var wantsDefault = true
+        /// A registration or re-registration is under way (it picks up capability changes).
+        var busy = false
+        var responder: Responder?
+        var open: [Int: DBusMethodInvocation] = [:]
+        var nextRequest = 0
     }
 
     /// Creates an agent on `connection`; nothing is exported or registered until ``register(requestDefault:)``.
@@ -47,8 +87,27 @@ package final class BlueZAgent: Sendable {
     package var isRegistered: Bool { state.withLock { $0.registered } }
     /// Whether `RequestDefaultAgent` succeeded for the current registration.
     package var isDefault: Bool { state.withLock { $0.registered && $0.isDefault } }
+    /// The capability bluetoothd holds for the current registration; nil when not registered.
+    package var registeredCapability: String? { state.withLock { $0.registered ? $0.registeredCapability : nil } }
 
-    /// Exports the agent and registers it: `AgentManager1.RegisterAgent(path, "NoInputNoOutput")`,
+    /// Routes requests to `responder` from now on (nil: the built-in just-works answers).
+    package func setResponder(_ responder: Responder?) { state.withLock { $0.responder = responder } }
+
+    /// Registers with `capability` from now on (`DisplayOnly`, `DisplayYesNo`, `KeyboardOnly`,
+    /// `NoInputNoOutput`, `KeyboardDisplay`): when registered with another one, `UnregisterAgent`,
+    /// `RegisterAgent` with it and, if it was asked for, `RequestDefaultAgent` again. bluetoothd
+    /// fixes the capability at `RegisterAgent`. Failures are logged at debug level.
+    package func setCapability(_ capability: String) async {
+        let start = state.withLock { state in
+            state.capability = capability
+            guard !state.busy, state.registered, state.registeredCapability != capability else { return false }
+            state.busy = true
+            return true
+        }
+        if start { await followCapability() }
+    }
+
+    /// Exports the agent and registers it: `AgentManager1.RegisterAgent(path, capability)`,
     /// then, with `requestDefault`, `RequestDefaultAgent(path)` on `/org/bluez`.
     ///
     /// `AlreadyExists` (this connection has an agent registered already) and a failing
@@ -57,36 +116,82 @@ package final class BlueZAgent: Sendable {
     /// such as `serviceUnknown` when bluetoothd is not running; the object is removed then.
     package func register(requestDefault: Bool = true) async throws(DBusError) {
         try await connection.export([makeInterface()], at: path, allowedCaller: BlueZNames.service)
-        state.withLock { $0.exported = true }
+        let capability = state.withLock { state in
+            state.exported = true
+            state.busy = true
+            state.wantsDefault = requestDefault
+            return state.capability
+        }
         do throws(DBusError) {
-            _ = try await manager("RegisterAgent", [.objectPath(path), .string(Self.capability)])
-            state.withLock { $0.registered = true }
+            _ = try await manager("RegisterAgent", [.objectPath(path), .string(capability)])
+            state.withLock { state in
+                state.registered = true
+                state.registeredCapability = capability
+            }
         } catch  where error.name == "org.bluez.Error.AlreadyExists" {
             DBusLog.debug("agent \(path): this connection has an agent already: \(error)")
+            state.withLock { $0.busy = false }
             return
         } catch {
-            state.withLock { $0.exported = false }
+            state.withLock { state in
+                state.exported = false
+                state.busy = false
+            }
             connection.unexport(path)
             throw error
         }
-        guard requestDefault else { return }
-        do throws(DBusError) {
-            _ = try await manager("RequestDefaultAgent", [.objectPath(path)])
-            state.withLock { $0.isDefault = true }
-        } catch {
-            DBusLog.debug("agent \(path): not the default agent: \(error)")
-        }
+        if requestDefault { await requestDefaultAgent() }
+        await followCapability()
     }
 
     /// `UnregisterAgent` (unless bluetoothd released the agent already), then removes the object.
     /// Errors are ignored: bluetoothd forgets the agent anyway when the connection closes.
     package func unregister() async {
-        let (exported, registered) = state.withLock { state in
-            defer { state = State() }
-            return (state.exported, state.registered)
+        let (exported, registered, open) = state.withLock { state in
+            defer { state = State(capability: state.capability, responder: state.responder) }
+            return (state.exported, state.registered, state.open)
         }
+        cancel(open.values)
         if registered { _ = try? await manager("UnregisterAgent", [.objectPath(path)]) }
         if exported { connection.unexport(path) }
+    }
+
+    /// Registers again while the wanted capability differs from the registered one, then ends `busy`.
+    private func followCapability() async {
+        while true {
+            let next: String? = state.withLock { state in
+                guard state.registered, state.registeredCapability != state.capability else {
+                    state.busy = false
+                    return nil
+                }
+                return state.capability
+            }
+            guard let next else { return }
+            _ = try? await manager("UnregisterAgent", [.objectPath(path)])
+            do throws(DBusError) {
+                _ = try await manager("RegisterAgent", [.objectPath(path), .string(next)])
+                state.withLock { $0.registeredCapability = next }
+            } catch {
+                DBusLog.debug("agent \(path): cannot register again as \(next): \(error)")
+                state.withLock { state in
+                    state.registered = false
+                    state.isDefault = false
+                    state.busy = false
+                }
+                return
+            }
+            if state.withLock({ $0.wantsDefault }) { await requestDefaultAgent() }
+        }
+    }
+
+    private func requestDefaultAgent() async {
+        do throws(DBusError) {
+            _ = try await manager("RequestDefaultAgent", [.objectPath(path)])
+            state.withLock { $0.isDefault = true }
+        } catch {
+            state.withLock { $0.isDefault = false }
+            DBusLog.debug("agent \(path): not the default agent: \(error)")
+        }
     }
 
     private func manager(_ member: MemberName, _ arguments: [DBusValue]) async throws(DBusError) -> [DBusValue] {
@@ -95,45 +200,9 @@ package final class BlueZAgent: Sendable {
             member: member, arguments: arguments)
     }
 
-    private func makeInterface() -> DBusInterface {
-        let path = path
-        func accept(_ what: String) -> @Sendable (DBusMethodInvocation) -> Void {
-            { invocation in
-                DBusLog.debug("agent \(path): \(what) \(Self.device(invocation)): accepted (just works)")
-                invocation.reply()
-            }
+    func cancel(_ invocations: some Sequence<DBusMethodInvocation>) {
+        for invocation in invocations {
+            invocation.reply(error: DBusError(name: Self.canceled, message: "cancelled by bluetoothd"))
         }
-        func reject(_ what: String) -> @Sendable (DBusMethodInvocation) -> Void {
-            { invocation in
-                DBusLog.debug("agent \(path): \(what) \(Self.device(invocation)): rejected (\(Self.capability))")
-                invocation.reply(error: DBusError(name: Self.rejected, message: "\(what) needs input or a display"))
-            }
-        }
-        return DBusInterface(
-            BlueZNames.agent,
-            methods: [
-                // Weakly: the connection keeps the handlers, and the agent the connection.
-                DBusMethod("Release") { [weak self] invocation in
-                    self?.state.withLock { $0.registered = false }
-                    DBusLog.debug("agent \(path): released by bluetoothd")
-                    invocation.reply()
-                },
-                DBusMethod("RequestPinCode", in: "o", out: "s", handler: reject("RequestPinCode")),
-                DBusMethod("DisplayPinCode", in: "os", handler: reject("DisplayPinCode")),
-                DBusMethod("RequestPasskey", in: "o", out: "u", handler: reject("RequestPasskey")),
-                // bluetoothd sends DisplayPasskey without waiting for a reply; there is nothing to show it on.
-                DBusMethod("DisplayPasskey", in: "ouq", handler: accept("DisplayPasskey")),
-                DBusMethod("RequestConfirmation", in: "ou", handler: accept("RequestConfirmation")),
-                DBusMethod("RequestAuthorization", in: "o", handler: accept("RequestAuthorization")),
-                DBusMethod("AuthorizeService", in: "os", handler: accept("AuthorizeService")),
-                DBusMethod("Cancel") { invocation in
-                    DBusLog.debug("agent \(path): request cancelled by bluetoothd")
-                    invocation.reply()
-                },
-            ])
-    }
-
-    private static func device(_ invocation: DBusMethodInvocation) -> String {
-        (try? invocation.arguments().first?.objectPathValue?.rawValue) ?? ""
     }
 }

@@ -14,3 +14,46 @@ extension BlueZAgent {
         }
     }
 }
+
+extension CentralEngine {
+    /// The peer a pairing request names: the known ``Peripheral``, if any (on the queue).
+    func pairingPeer(_ device: ObjectPath) -> PairingPeer? {
+        guard let id = DeviceHandle(token: device.rawValue), let address = id.address else { return nil }
+        let peripheral = peripherals[id]
+        return PairingPeer(
+            identifier: peripheral?.identifier
+                ?? PeripheralIdentity.identifier(adapterAddress: adapterAddress, deviceAddress: address),
+            address: address, peripheral: peripheral)
+    }
+}
+
+extension PeripheralManager {
+    /// The peer a pairing request names: a central, known by its identifier and address.
+    func pairingPeer(_ device: ObjectPath) -> PairingPeer? {
+        guard let address = DeviceHandle(token: device.rawValue)?.address else { return nil }
+        let adapter = shared.withLock { $0.adapterAddress }
+        return PairingPeer(
+            identifier: PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address),
+            address: address, peripheral: nil)
+    }
+}
+
+extension CentralManager {
+    /// Linux: decides pairings — passkeys, numeric comparisons, authorizations — for this
+    /// manager's agent; held weakly, nil for built-in just works. The same as
+    /// `pairingAgent.delegate`; see ``PairingAgent/delegate``. Core Bluetooth has none.
+    public var pairingAgentDelegate: (any PairingAgentDelegate)? {
+        get { pairingAgent.delegate }
+        set { pairingAgent.delegate = newValue }
+    }
+}
+
+extension PeripheralManager {
+    /// Linux: decides pairings — passkeys, numeric comparisons, authorizations — for this
+    /// manager's agent; held weakly, nil for built-in just works. The same as
+    /// `pairingAgent.delegate`; see ``PairingAgent/delegate``. Core Bluetooth has none.
+    public var pairingAgentDelegate: (any PairingAgentDelegate)? {
+        get { pairingAgent.delegate }
+        set { pairingAgent.delegate = newValue }
+    }
+}

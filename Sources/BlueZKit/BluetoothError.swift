@@ -65,6 +65,10 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
         /// Another manager in this process already uses the restore
         /// identifier (104). Linux only.
         case restoreIdentifierInUse = 104
+        /// Pairing with the peripheral failed (105): an agent refused it (the app's
+        /// ``PairingAgentDelegate``, or no agent at all), a passkey did not match, or the
+        /// peripheral refused. bluetoothd ends such a link. Linux only.
+        case pairingFailed = 105
 
         /// A sentence describing the code, used as the default message of a
         /// ``BluetoothError``.
@@ -92,6 +96,7 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
             case .adapterNotFound: "The Bluetooth adapter was not found."
             case .advertisingDataTooLarge: "The advertising data is too large."
             case .restoreIdentifierInUse: "The restore identifier is already in use."
+            case .pairingFailed: "Pairing with the peripheral failed."
             }
         }
 
@@ -120,6 +125,7 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
             case .adapterNotFound: "adapterNotFound"
             case .advertisingDataTooLarge: "advertisingDataTooLarge"
             case .restoreIdentifierInUse: "restoreIdentifierInUse"
+            case .pairingFailed: "pairingFailed"
             }
         }
     }
@@ -200,6 +206,8 @@ extension BluetoothError {
     public static var encryptionTimedOut: Code { .encryptionTimedOut }
     /// ``Code/tooManyLEPairedDevices``, for `catch` patterns and comparisons with `code`.
     public static var tooManyLEPairedDevices: Code { .tooManyLEPairedDevices }
+    /// ``Code/pairingFailed``, for `catch` patterns and comparisons with `code`. Linux only.
+    public static var pairingFailed: Code { .pairingFailed }
 }
 
 extension BluetoothError.Code {

@@ -140,7 +140,8 @@ extension CentralEngine {
                 let bytes = try await client.readValue(characteristic.id, descriptor: false)
                 manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
             } catch {
-                manager?.post(.gatt(peripheral, .value(characteristic, nil, Self.gattError(error))))
+                let failure = await operationError(error, of: peripheral)
+                manager?.post(.gatt(peripheral, .value(characteristic, nil, failure)))
             }
         }
     }
@@ -154,7 +155,8 @@ extension CentralEngine {
                 let bytes = try await client.readValue(descriptor.id, descriptor: true)
                 manager?.post(.gatt(peripheral, .descriptorValue(descriptor, Data(bytes), nil)))
             } catch {
-                manager?.post(.gatt(peripheral, .descriptorValue(descriptor, nil, Self.gattError(error))))
+                let failure = await operationError(error, of: peripheral)
+                manager?.post(.gatt(peripheral, .descriptorValue(descriptor, nil, failure)))
             }
         }
     }
@@ -166,7 +168,13 @@ extension CentralEngine {
         guard withResponse else { return writeWithoutResponse(peripheral, Array(data), characteristic: characteristic) }
         client.writeValueInOrder(characteristic.id, descriptor: false, value: Array(data), withResponse: true) {
             [self] error in
-            manager?.post(.gatt(peripheral, .wrote(characteristic, error.map(Self.gattError))))
+            guard let error else {
+                manager?.post(.gatt(peripheral, .wrote(characteristic, nil)))
+                return
+            }
+            reportFailure(error, of: peripheral) { [self] in
+                manager?.post(.gatt(peripheral, .wrote(characteristic, $0)))
+            }
         }
     }
 
@@ -176,7 +184,13 @@ extension CentralEngine {
         else { return }
         client.writeValueInOrder(descriptor.id, descriptor: true, value: Array(data), withResponse: true) {
             [self] error in
-            manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, error.map(Self.gattError))))
+            guard let error else {
+                manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, nil)))
+                return
+            }
+            reportFailure(error, of: peripheral) { [self] in
+                manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, $0)))
+            }
         }
     }
 
@@ -212,6 +226,40 @@ extension CentralEngine {
             manager?.post(.gatt(peripheral, failure))
         }
         return false
+    }
+
+    /// The error of a failed read or write: ``gattError(_:)``, except that a failed pairing is
+    /// ``BluetoothError/Code/pairingFailed`` (keeping the ATT error as `underlying`).
+    ///
+    /// bluetoothd 5.66 reports no pairing failure to GATT clients: when the encryption a
+    /// characteristic needs cannot be set up (an agent refused, a passkey differed, no agent),
+    /// the kernel ends the link, and the operation waiting on it fails with ATT 0x0E
+    /// (`disc_att_send_op` in `src/shared/att.c`: an error response without a PDU, which
+    /// `process_error` turns into Unlikely Error). So ATT 0x0E is taken for a failed pairing
+    /// when, after a round trip to bluetoothd, the peripheral is neither paired nor connected.
+    func operationError(_ error: DBusError, of peripheral: Peripheral) async -> any Error {
+        let mapped = Self.gattError(error)
+        guard let att = mapped as? ATTError, att.code == .unlikelyError else { return mapped }
+        let id = peripheral.deviceID
+        await client.synchronize(with: id)
+        let unpairedAndGone = await withCheckedContinuation { continuation in
+            connection.queue.async { [self] in
+                let device = client.device(id)
+                continuation.resume(returning: device?.paired != true && device?.connected != true)
+            }
+        }
+        guard unpairedAndGone else { return mapped }
+        return BluetoothError(
+            .pairingFailed, message: "pairing failed and bluetoothd ended the link (\(att.message))", underlying: att)
+    }
+
+    /// Hands ``operationError(_:of:)`` to `post`: at once unless it needs a round trip to bluetoothd.
+    private func reportFailure(
+        _ error: DBusError, of peripheral: Peripheral, post: @escaping @Sendable (any Error) -> Void
+    ) {
+        let mapped = Self.gattError(error)
+        guard (mapped as? ATTError)?.code == .unlikelyError else { return post(mapped) }
+        Task { post(await operationError(error, of: peripheral)) }
     }
 
     /// An ATT error where BlueZ reported one, else a Bluetooth error keeping the D-Bus error.

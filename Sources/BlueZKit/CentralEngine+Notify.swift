@@ -138,9 +138,11 @@ extension CentralEngine {
                 if report { manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
             } catch {
                 if !report { DBusLog.warning("could not subscribe again to a restored characteristic: \(error)") }
+                // A subscription that needs encryption fails like a read when pairing fails.
+                let failure = await operationError(error, of: peripheral)
                 connection.queue.async { [self] in
                     gatt[id]?.notifying.remove(attribute)
-                    manager?.post(.gatt(peripheral, .notifyState(characteristic, false, Self.gattError(error))))
+                    manager?.post(.gatt(peripheral, .notifyState(characteristic, false, failure)))
                 }
             }
         }

@@ -15,7 +15,7 @@ final class CentralEngine: @unchecked Sendable {
     var client: BlueZCentralClient!
     private var everHadService = false
     private var lastState: ManagerState?
-    private var adapterAddress = ""
+    private(set) var adapterAddress = ""
     var peripherals: [DeviceHandle: Peripheral] = [:]
     var scan: ScanState?
     var links: [DeviceHandle: Link] = [:]

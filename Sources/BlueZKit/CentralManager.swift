@@ -25,6 +25,8 @@ public final class CentralManager: @unchecked Sendable {
     let restoration: ManagerRestoration<CentralRestorationRecord>?
     /// Callers of the async API waiting for events.
     let waiters = AsyncWaiters()
+    /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
+    public let pairingAgent: PairingAgent
 
     struct Shared {
         var state: ManagerState = .unknown
@@ -52,6 +54,7 @@ public final class CentralManager: @unchecked Sendable {
     ) {
         self.queue = queue ?? .main
         self.options = options
+        self.pairingAgent = PairingAgent(queue: queue ?? .main)
         self.restoration = options.restoreIdentifier.map {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .central)
         }
@@ -407,6 +410,9 @@ public final class CentralManager: @unchecked Sendable {
             pairingAgent: options.registersPairingAgent,
             usesNotifySockets: options.usesNotifySockets)
         shared.withLock { $0.engine = engine }
+        if let agent = engine.agent {
+            await pairingAgent.attach(agent) { [weak engine] device in engine?.pairingPeer(device) }
+        }
         if let saved = restoration?.takeSavedState() {
             post(.restored(engine.restore(saved), saved.scan))
         }

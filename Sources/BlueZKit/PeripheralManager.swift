@@ -18,8 +18,11 @@ import Synchronization
 /// the bus is not keeping up or, for a characteristic that only indicates, until the centrals
 /// confirmed the previous value. Published services and the advertisement are registered again
 /// when bluetoothd or the adapter comes back, and restored across processes with a restore
-/// identifier. Not built yet: AcquireNotify/AcquireWrite sockets,
-/// pairing and encryption prompts (an agent).
+/// identifier. Pairing prompts go to ``pairingAgentDelegate``.
+///
+/// The characteristics do not offer `AcquireNotify` / `AcquireWrite` to bluetoothd, on purpose:
+/// BlueZ 5.66 opens one notification socket per characteristic for the first subscriber and
+/// counts later ones silently, where `StartNotify` is called for each central that subscribes.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind `Mutex`es.
 public final class PeripheralManager: @unchecked Sendable {
@@ -29,6 +32,8 @@ public final class PeripheralManager: @unchecked Sendable {
     public let options: CentralManagerOptions
     private let delegateReference = WeakDelegate(nil)
     let shared = Mutex(Shared())
+    /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
+    public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<PeripheralRestorationRecord>?
 
@@ -76,6 +81,7 @@ public final class PeripheralManager: @unchecked Sendable {
         delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: CentralManagerOptions = .init()
     ) {
         self.queue = queue ?? .main
+        self.pairingAgent = PairingAgent(queue: queue ?? .main)
         self.options = options
         self.restoration = options.restoreIdentifier.map {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .peripheral)
@@ -236,6 +242,7 @@ public final class PeripheralManager: @unchecked Sendable {
             state.client = client
             state.agent = agent
         }
+        if let agent { await pairingAgent.attach(agent) { [weak self] device in self?.pairingPeer(device) } }
         do throws(DBusError) { try await client.start() } catch { setState(.unsupported) }
     }
 

@@ -47,6 +47,12 @@ public final class SimulatedPeripheral: Sendable {
     public let maximumMTU: UInt16
     /// When set, the peripheral advertises on its own at this interval while it is in range.
     public let advertisingInterval: Duration?
+    /// What the peripheral can show and read for LE pairing; with the pairing agent's capability
+    /// it decides how a pairing is authenticated (see ``IOCapability``). Default: none (just works).
+    public let ioCapability: IOCapability
+    /// The six-digit passkey of passkey-entry pairing (shown on whichever side displays) and the
+    /// value of numeric comparison; a passkey typed into the agent must equal it.
+    public let passkey: UInt32
     let advertisement: Mutex<Advertisement>
     let attachment = Mutex(Attachment())
     /// The services of the GATT database (the simulator's queue commits changes while attached).
@@ -59,13 +65,17 @@ public final class SimulatedPeripheral: Sendable {
     ///   - advertisingFlags: the AD Flags byte; `0x06` is LE General Discoverable with BR/EDR not supported.
     ///     Without a discoverable bit the peripheral is found only by a filtered discovery, as in BlueZ.
     ///   - serviceUUIDs, serviceData: UUIDs in 16-, 32- or 128-bit form.
+    ///   - ioCapability, passkey: how the peripheral takes part in pairing (see ``ioCapability``).
     public init(
         address: String, addressType: SimulatedAddressType = .public, name: String? = nil, rssi: Int16 = -60,
         txPower: Int16? = nil, serviceUUIDs: [String] = [], manufacturerData: [UInt16: [UInt8]] = [:],
         serviceData: [String: [UInt8]] = [:], advertisingFlags: UInt8 = 0x06, isConnectable: Bool = true,
         appearance: UInt16? = nil, services: [SimulatedService] = [], includesStandardServices: Bool = true,
-        maximumMTU: UInt16 = 517, advertisingInterval: Duration? = nil
+        maximumMTU: UInt16 = 517, advertisingInterval: Duration? = nil,
+        ioCapability: IOCapability = .noInputNoOutput, passkey: UInt32 = 123_456
     ) {
+        self.ioCapability = ioCapability
+        self.passkey = passkey % 1_000_000
         self.address = BluetoothText.address(address) ?? address
         self.addressType = addressType
         self.database = Mutex(services)
@@ -253,5 +263,16 @@ public final class SimulatedPeripheral: Sendable {
     func isSubscribed(handle: UInt16) -> Bool {
         guard let core = attachment.withLock({ $0.core }) else { return false }
         return core.isSubscribed(self, handle: handle)
+    }
+}
+
+extension SimulatedPeripheral {
+    /// An LE IO capability (Core Specification Vol 3 Part H, 2.3.2), named as BlueZ's agents name theirs.
+    public enum IOCapability: String, Sendable, Hashable, CaseIterable {
+        case displayOnly = "DisplayOnly"
+        case displayYesNo = "DisplayYesNo"
+        case keyboardOnly = "KeyboardOnly"
+        case noInputNoOutput = "NoInputNoOutput"
+        case keyboardDisplay = "KeyboardDisplay"
     }
 }

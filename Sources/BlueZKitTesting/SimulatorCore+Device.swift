@@ -69,28 +69,36 @@ extension SimulatorCore {
         }
     }
 
-    /// Pairs a connected device just-works: `Paired` and `Bonded` turn true.
+    /// Pairs a connected device: `Paired` and `Bonded` turn true.
     ///
-    /// As bluetoothd 5.66 (`device_confirm_passkey`): the kernel asks to confirm just-works, and
-    /// for a `Pair` call bluetoothd accepts without asking the agent, but only when there is one
-    /// (the caller's, or the default agent; `new_auth`); without, pairing fails.
+    /// As bluetoothd 5.66 (`new_auth`): the agent is the caller's, else the default one; without
+    /// either, pairing fails. How it is asked follows the IO-capability matrix (see
+    /// `SimulatorCore+Agent.swift`); just works is accepted without asking (`device_confirm_passkey`
+    /// with a bonding request). A refused or wrong answer fails with `AuthenticationFailed`.
     func completePairing(_ path: ObjectPath, attempt: Int) {
         guard let device = devices[path], let bonding = device.bonding, bonding.attempt == attempt, device.connected
         else {
             return
         }
         let caller = bonding.invocation.sender?.rawValue ?? ""
-        guard agents[caller] != nil || !defaultAgents.isEmpty else {
+        guard let owner = agents[caller] != nil ? caller : defaultAgents.first else {
             return cancelBonding(path, error: BlueZErrors.make("AuthenticationFailed", "Authentication Failed"))
         }
-        markPaired(path)
-        if !bonding.connectsFirst || device.servicesResolved {
-            updateDevice(path) { $0.bonding = nil }
-            reply(bonding.invocation)
+        authenticate(path, agentOwner: owner, forPairCall: true) { accepted in
+            guard let device = self.devices[path], device.bonding?.attempt == attempt, device.connected else { return }
+            guard accepted else {
+                return self.cancelBonding(
+                    path, error: BlueZErrors.make("AuthenticationFailed", "Authentication Failed"))
+            }
+            self.markPaired(path)
+            if !bonding.connectsFirst || device.servicesResolved {
+                self.updateDevice(path) { $0.bonding = nil }
+                self.reply(bonding.invocation)
+            }
         }
     }
 
-    /// Records a just-works pairing and stores the bond.
+    /// Records a pairing and stores the bond.
     func markPaired(_ path: ObjectPath) {
         guard let device = devices[path], !device.paired else { return }
         updateDevice(path) { device in

@@ -163,6 +163,7 @@ extension SimulatorCore {
             }
             guard agents[sender] == nil else { return reply(invocation, error: BlueZErrors.alreadyExists) }
             agents[sender] = path
+            agentCapabilities[sender] = arguments[1].stringValue
             reply(invocation)
         case "UnregisterAgent", "RequestDefaultAgent":
             guard let path = arguments.first?.objectPathValue, agents[sender] == path else {

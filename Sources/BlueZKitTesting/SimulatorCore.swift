@@ -41,6 +41,8 @@ final class SimulatorCore: @unchecked Sendable {
     /// before their connection closed would answer them `Failed` instead of leaving them to `NoReply`.
     var staleWork: [@Sendable () -> Void] = []
     var agents: [String: ObjectPath] = [:]
+    /// The capability each agent owner registered with (`RegisterAgent`'s second argument).
+    var agentCapabilities: [String: String] = [:]
     /// Owners of agents that asked to be the default (`RequestDefaultAgent`), the current one first.
     var defaultAgents: [String] = []
     /// GATT applications registered (or being registered) with `GattManager1`, oldest first.

@@ -1,0 +1,120 @@
+import BlueZ
+import DBus
+public import Dispatch
+import Synchronization
+
+/// Linux: a manager's pairing agent (`org.bluez.Agent1`), which bluetoothd asks when a pairing
+/// needs a decision. Core Bluetooth has no counterpart.
+///
+/// Every ``CentralManager`` and ``PeripheralManager`` has one (``CentralManager/pairingAgent``),
+/// registered with bluetoothd and made its default agent whenever bluetoothd appears — unless
+/// the manager was created with ``CentralManagerOptions/registersPairingAgent`` false, in which
+/// case nothing is registered and a delegate is never asked. Without a ``delegate`` it
+/// registers as `NoInputNoOutput` and accepts just-works pairing by itself. With one it
+/// registers again with the delegate's ``PairingAgentDelegate/ioCapability`` and passes each
+/// request to it on the manager's `queue`.
+///
+/// The invariant behind `@unchecked Sendable`: mutable state is behind a `Mutex` or the
+/// lock of ``WeakDelegate``.
+public final class PairingAgent: @unchecked Sendable {
+    /// The queue the delegate is called on: the manager's.
+    public let queue: DispatchQueue
+    private let delegateReference = WeakDelegate(nil)
+    private let shared = Mutex(Shared())
+
+    private struct Shared {
+        var capability = IOCapability.noInputNoOutput
+        var agent: BlueZAgent?
+        /// The peer a device object path names, on the agent connection's queue.
+        var lookup: (@Sendable (ObjectPath) -> PairingPeer?)?
+    }
+
+    init(queue: DispatchQueue) { self.queue = queue }
+
+    /// The object that decides pairings, held weakly; nil for built-in just works.
+    ///
+    /// Setting it re-registers the agent with the delegate's ``PairingAgentDelegate/ioCapability``
+    /// (`AgentManager1.UnregisterAgent`, `RegisterAgent`, `RequestDefaultAgent`) when bluetoothd
+    /// holds another one; failures are logged. Set it before pairing starts: bluetoothd keeps the
+    /// capability it had when the pairing began.
+    public var delegate: (any PairingAgentDelegate)? {
+        get { delegateReference.value as? any PairingAgentDelegate }
+        set {
+            delegateReference.value = newValue
+            let capability = newValue?.ioCapability ?? .noInputNoOutput
+            let agent = shared.withLock { shared in
+                shared.capability = capability
+                return shared.agent
+            }
+            if let agent { Task { await agent.setCapability(capability.bluezName) } }
+        }
+    }
+
+    /// The capability the agent registers with: the delegate's, or ``IOCapability/noInputNoOutput``.
+    public var ioCapability: IOCapability { shared.withLock { $0.capability } }
+
+    /// Whether bluetoothd holds the agent's registration now, with ``ioCapability`` (false
+    /// while a change of capability is being registered, or when the manager registers none).
+    public var isRegistered: Bool {
+        shared.withLock { $0.agent?.registeredCapability == $0.capability.bluezName }
+    }
+
+    /// Routes `agent`'s requests here; `lookup` names the device of a request (on the agent
+    /// connection's queue). Called once, before the agent registers.
+    func attach(_ agent: BlueZAgent, lookup: @escaping @Sendable (ObjectPath) -> PairingPeer?) async {
+        let capability = shared.withLock { shared in
+            shared.agent = agent
+            shared.lookup = lookup
+            return shared.capability
+        }
+        agent.setResponder { [weak self] device, request, answer in
+            guard let self else { return answer(.reject) }
+            self.handle(device, request, answer)
+        }
+        await agent.setCapability(capability.bluezName)
+    }
+
+    /// On the agent connection's queue: finds the peer, then asks the delegate on `queue`.
+    private func handle(
+        _ device: ObjectPath?, _ request: BlueZAgent.Request?, _ answer: @escaping @Sendable (BlueZAgent.Answer) -> Void
+    ) {
+        guard let device, let request else {
+            return queue.async { self.delegate?.pairingAgentDidCancelRequest(self) }
+        }
+        guard let peer = shared.withLock({ $0.lookup })?(device) else { return answer(.reject) }
+        queue.async {
+            guard let delegate = self.delegate else { return answer(Self.builtIn(request)) }
+            self.ask(delegate, request, peer, answer)
+        }
+    }
+
+    private func ask(
+        _ delegate: any PairingAgentDelegate, _ request: BlueZAgent.Request, _ peer: PairingPeer,
+        _ answer: @escaping @Sendable (BlueZAgent.Answer) -> Void
+    ) {
+        switch request {
+        case .displayPasskey(let passkey, let entered):
+            delegate.pairingAgent(self, displayPasskey: passkey, entered: Int(entered), for: peer)
+            answer(.accept)
+        case .confirmPasskey(let passkey):
+            delegate.pairingAgent(self, confirmPasskey: passkey, for: peer) { answer($0 ? .accept : .reject) }
+        case .requestPasskey:
+            delegate.pairingAgent(self, requestPasskeyFor: peer) { passkey in
+                answer(passkey.map { .passkey($0) } ?? .reject)
+            }
+        case .authorizePairing:
+            delegate.pairingAgent(self, authorizePairingWith: peer) { answer($0 ? .accept : .reject) }
+        case .authorizeService(let uuid):
+            guard let service = BluetoothUUID(string: uuid) else { return answer(.reject) }
+            answer(delegate.pairingAgent(self, authorizeService: service, for: peer) ? .accept : .reject)
+        }
+    }
+
+    /// The answers of an agent without a delegate (just works): what `NoInputNoOutput` allows.
+    private static func builtIn(_ request: BlueZAgent.Request) -> BlueZAgent.Answer {
+        switch request {
+        case .displayPasskey, .confirmPasskey, .authorizePairing, .authorizeService: .accept
+        case .requestPasskey: .reject
+        }
+    }
+}

@@ -15,7 +15,7 @@ import Synchronization
 /// request to it on the manager's `queue`.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind a `Mutex` or the
-/// lock of ``WeakDelegate``.
+/// lock of `WeakDelegate`.
 public final class PairingAgent: @unchecked Sendable {
     /// The queue the delegate is called on: the manager's.
     public let queue: DispatchQueue

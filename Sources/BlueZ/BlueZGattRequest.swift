@@ -13,6 +13,9 @@ package struct BlueZGattRequest: Sendable {
     package let deviceAddress: String?
     /// `request`, `command` or `reliable` for writes (the `type` option).
     package let writeType: String?
+    /// bluetoothd asks only whether a Prepare Write may be queued (`prepare-authorize`): the
+    /// value comes again, with the others, when the central executes the writes.
+    package let prepareAuthorize: Bool
 
     /// Reads the options dictionary (the last argument); a malformed one is
     /// answered `InvalidArguments` here and yields nil.
@@ -30,6 +33,7 @@ package struct BlueZGattRequest: Sendable {
         offset = rawOffset ?? 0
         mtu = options["mtu"]?.uint16Value
         writeType = options["type"]?.stringValue
+        prepareAuthorize = options["prepare-authorize"]?.boolValue ?? false
         deviceAddress = options["device"]?.objectPathValue.flatMap(Self.address(of:))
     }
 

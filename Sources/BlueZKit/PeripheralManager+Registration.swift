@@ -59,6 +59,10 @@ extension PeripheralManager {
                     return request.respond(Array(staticValue.dropFirst(Int(request.offset))))
                 }
                 guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
+                // Permissions are the system's to enforce, as on Apple's platforms: the app is not asked.
+                guard !characteristic.permissions.isDisjoint(with: [.readable, .readEncryptionRequired]) else {
+                    return Self.refuse(request, .readNotPermitted)
+                }
                 let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: nil)
                 self.queue.async {
                     guard let delegate = self.delegate else {
@@ -69,9 +73,18 @@ extension PeripheralManager {
             },
             onWrite: { [weak self] request, value in
                 guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
+                guard !characteristic.permissions.isDisjoint(with: [.writeable, .writeEncryptionRequired]) else {
+                    return Self.refuse(request, .writeNotPermitted)
+                }
+                // A Prepare Write to be queued: allowed here; the app gets the value once the
+                // central executes the queue (bluetoothd then writes each part with its offset).
+                if request.prepareAuthorize { return request.respond() }
                 let attRequest = self.request(
                     request, characteristic, adapterAddress: adapterAddress, value: Data(value))
-                let withoutResponse = request.writeType == "command"
+                // bluetoothd 5.66 sends no `type` and does not wait for the answer to any write of a
+                // characteristic that has write-without-response (its owner queue is NULL).
+                let withoutResponse =
+                    request.writeType == "command" || characteristic.properties.contains(.writeWithoutResponse)
                 if withoutResponse { request.respond() }
                 self.queue.async {
                     guard let delegate = self.delegate else {
@@ -82,6 +95,12 @@ extension PeripheralManager {
                 }
             },
             onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) })
+    }
+
+    /// Answers `request` with `code` (BlueZ's error for it) without asking the app.
+    private static func refuse(_ request: BlueZGattRequest, _ code: ATTError.Code) {
+        let (name, message) = code.bluezReplyError ?? ("org.bluez.Error.Failed", "0x0e")
+        request.fail(name: name, message: message)
     }
 
     private func request(

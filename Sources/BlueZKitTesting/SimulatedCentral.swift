@@ -145,20 +145,25 @@ public final class SimulatedCentral: Sendable {
     /// Writes `value` at `offset`, as an ATT Write Request (`.request`) or Write Command (`.command`):
     /// the application's `WriteValue`.
     ///
+    /// With `prepareAuthorize`, this is bluetoothd asking whether a Prepare Write may be queued
+    /// (option `prepare-authorize`, sent for characteristics flagged `authorize` to untrusted
+    /// devices); the value reaches the application again when the writes are executed.
+    ///
     /// - Throws: ``SimulatedATTError/invalidHandle`` when no registered application has the
     ///   characteristic, ``SimulatedATTError/writeNotPermitted`` when its flags do not allow this
     ///   kind of write, else (requests only) the application's error mapped as bluetoothd maps it.
     public func write(
         serviceUUID: String, characteristicUUID: String, value: [UInt8], offset: UInt16 = 0,
-        type: SimulatedWriteRequest.Kind = .request
+        type: SimulatedWriteRequest.Kind = .request, prepareAuthorize: Bool = false
     ) async throws(SimulatedATTError) {
         let target = try target(serviceUUID, characteristicUUID)
         let allowed = type == .command ? ["write-without-response"] : Self.writeFlags
         guard target.has(anyOf: allowed) else { throw .writeNotPermitted }
+        let options = options(offset: offset, prepareAuthorize: prepareAuthorize)
         do {
             _ = try await target.connection.call(
                 destination: target.owner, path: target.path, interface: Self.characteristicInterface,
-                member: "WriteValue", arguments: [.bytes(value), options(offset: offset)])
+                member: "WriteValue", arguments: [.bytes(value), options])
         } catch {
             guard type != .command else { return }
             throw SimulatedATTError(code: SimulatorCore.attCode(for: error, permissionError: 0x03))
@@ -285,14 +290,15 @@ public final class SimulatedCentral: Sendable {
         return target
     }
 
-    /// `append_options`: device, offset (when not zero), link, mtu.
-    private func options(offset: UInt16) -> DBusValue {
+    /// `append_options`: device, offset (when not zero), link, prepare-authorize (when set), mtu.
+    private func options(offset: UInt16, prepareAuthorize: Bool = false) -> DBusValue {
         var values: [String: DBusValue] = [
             "device": .objectPath(SimulatorCore.devicePath(adapter: adapter.name, address: address)),
             "link": .string("LE"),
             "mtu": .uint16(mtu),
         ]
         if offset != 0 { values["offset"] = .uint16(offset) }
+        if prepareAuthorize { values["prepare-authorize"] = .bool(true) }
         return .stringVariantDictionary(values)
     }
 }

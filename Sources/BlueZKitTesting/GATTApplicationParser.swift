@@ -73,8 +73,11 @@ enum GATTApplicationParser {
             else { return .failure(invalid) }
             let uuid = uuid(properties)
             if uuid == nil { unparsable = true }
-            services[index].characteristics.append(
-                .init(path: path.rawValue, uuid: uuid ?? "", flags: flags, descriptors: []))
+            var characteristic = SimulatedGATTApplication.Characteristic(
+                path: path.rawValue, uuid: uuid ?? "", flags: flags, descriptors: [])
+            // `g_dbus_proxy_get_property(chrc->proxy, "NotifyAcquired", …)` in `ccc_write_cb`.
+            characteristic.offersAcquireNotify = properties["NotifyAcquired"] != nil
+            services[index].characteristics.append(characteristic)
         }
         for (path, interfaces) in objects {
             guard let properties = interfaces[descriptorInterface] else { continue }

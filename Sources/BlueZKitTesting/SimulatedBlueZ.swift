@@ -31,15 +31,19 @@ import Synchronization
 /// - `AdvertisingFlags` is always served (bluetoothd needs `--experimental`);
 ///   `AdvertisingData`, `WakeAllowed`, `Icon` and `Class` of devices are not;
 /// - `Introspect` returns only the standard interfaces (the D-Bus layer answers it);
-/// - pairing is just-works only. As bluetoothd 5.66 on a current kernel: `Pair` needs the
-///   caller's agent or a default agent and does not call it; pairing that an encrypted read or
-///   write starts calls `RequestAuthorization` on the default agent (the last
-///   `RequestDefaultAgent`), and without one, or when it refuses, the link drops and the
-///   operation fails with ATT 0x0E;
+/// - pairing follows the LE capability matrix between the agent's registered capability and
+///   the peripheral's (``SimulatedPeripheral``, just works by default), with no PIN codes, agent
+///   timeouts or out-of-band data. As bluetoothd 5.66: `Pair` uses the caller's agent or the
+///   default one and accepts just works without asking; pairing that an encrypted read or
+///   write starts asks the default agent (the last `RequestDefaultAgent`) only; without an
+///   agent, or when it refuses, the link drops and the operation fails with ATT 0x0E;
 /// - `AcquireWrite` and `AcquireNotify` hand out real `SOCK_SEQPACKET` sockets with 5.66's
 ///   behaviour and quirks (notifications go to the socket, not to `Value`; each datagram sent is
 ///   a write command, dropped when longer than the MTU less 3; an empty datagram stops the
 ///   reading), but the hang-up of a socket that stopped reading is polled for every 20 ms;
+/// - a ``SimulatedCentral`` that is the first to subscribe to a characteristic with
+///   `NotifyAcquired` makes bluetoothd call the application's `AcquireNotify`, and what the
+///   application writes to that socket reaches every subscribed central, as in 5.66;
 /// - `GattManager1` registers applications for ``SimulatedCentral``s to use, but
 ///   does not publish them to other simulated adapters, and ignores changes to an
 ///   application's tree after it registered;

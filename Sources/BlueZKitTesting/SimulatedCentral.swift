@@ -105,7 +105,9 @@ public final class SimulatedCentral: Sendable {
             subscription.signals.cancel()
             subscription.owner.cancel()
             subscription.continuation.finish()
+            core?.setApplicationNotifyHandler(subscription.target.key, address: address, nil)
             guard core?.changeNotifyCount(subscription.target.key, by: -1) == 0 else { continue }
+            if core?.closeApplicationNotifySocket(subscription.target.key) == true { continue }
             _ = try? await subscription.target.connection.call(
                 destination: subscription.target.owner, path: subscription.target.path,
                 interface: Self.characteristicInterface, member: "StopNotify")
@@ -170,12 +172,15 @@ public final class SimulatedCentral: Sendable {
         }
     }
 
-    /// Enables notifications or indications (writes 1 or 2 to the characteristic's CCC): bluetoothd
-    /// calls the application's `StartNotify`, and every `PropertiesChanged` of its `Value` arrives
-    /// on the returned stream, which finishes when the application leaves the bus. Each value
-    /// received as an indication is confirmed (see ``confirmsIndications``).
+    /// Enables notifications or indications (writes 1 or 2 to the characteristic's CCC): for the
+    /// first central, bluetoothd calls the application's `AcquireNotify` when the characteristic
+    /// has `NotifyAcquired` (then each datagram the application writes to the socket reaches
+    /// every subscribed central), else `StartNotify`; every `PropertiesChanged` of its `Value`
+    /// arrives too, on the returned stream, which finishes when the application leaves the bus.
+    /// Each value received as an indication is confirmed (see ``confirmsIndications``).
     ///
-    /// Returns once the application handled `StartNotify` (whose errors bluetoothd ignores).
+    /// Returns once the application handled `AcquireNotify` or `StartNotify` (bluetoothd ignores
+    /// `StartNotify`'s errors and falls back from `AcquireNotify`'s to it, but for `Failed`).
     /// Subscribing again replaces (and finishes) the previous stream, without another `StartNotify`.
     ///
     /// - Parameter indications: true for indications, false for notifications; nil (the default)
@@ -222,11 +227,38 @@ public final class SimulatedCentral: Sendable {
             previous.continuation.finish()
             return stream
         }
-        _ = core?.changeNotifyCount(target.key, by: 1)
+        core?.setApplicationNotifyHandler(target.key, address: address) { [weak self] value in
+            if indicates { self?.indicationReceived(target) }
+            continuation.yield(value)
+        }
+        // `ccc_write_cb`: with a socket open, one more subscriber only counts; without, the first
+        // one asks for a socket when the characteristic offers it, and otherwise every one gets
+        // `StartNotify`.
+        let count = core?.changeNotifyCount(target.key, by: 1) ?? 0
+        if core?.hasApplicationNotifySocket(target.key) == true { return stream }
+        if count == 1, target.characteristic.offersAcquireNotify, await acquireNotify(target) { return stream }
         _ = try? await target.connection.call(
             destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StartNotify"
         )
         return stream
+    }
+
+    /// `AcquireNotify` with this central's options (`acquire_notify_setup`); true when the values
+    /// come through a socket now, or when bluetoothd gives up (`Failed` or no reply); false when
+    /// it falls back to `StartNotify` (any other error, or a malformed reply: `acquire_notify_reply`).
+    private func acquireNotify(_ target: SimulatorCore.CentralTarget) async -> Bool {
+        do {
+            let reply = try await target.connection.call(
+                destination: target.owner, path: target.path, interface: Self.characteristicInterface,
+                member: "AcquireNotify", arguments: [options(offset: 0)])
+            guard reply.count == 2, let descriptor = reply[0].unixFDValue, reply[1].uint16Value != nil else {
+                return false
+            }
+            _ = core?.openApplicationNotifySocket(target.key, descriptor: descriptor)
+            return true
+        } catch {
+            return error.name == "org.bluez.Error.Failed" || error.code == .noReply || error.code == .timeout
+        }
     }
 
     /// Disables notifications: the stream finishes, and when no other central is subscribed bluetoothd
@@ -237,7 +269,10 @@ public final class SimulatedCentral: Sendable {
         subscription.signals.cancel()
         subscription.owner.cancel()
         subscription.continuation.finish()
+        core?.setApplicationNotifyHandler(target.key, address: address, nil)
         guard core?.changeNotifyCount(target.key, by: -1) == 0 else { return }
+        // With a socket, closing it is the whole of unsubscribing (`io_destroy(chrc->notify_io)`).
+        if core?.closeApplicationNotifySocket(target.key) == true { return }
         _ = try? await target.connection.call(
             destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StopNotify")
     }

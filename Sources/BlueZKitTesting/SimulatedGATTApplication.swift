@@ -26,6 +26,9 @@ public struct SimulatedGATTApplication: Sendable, Hashable {
         public var flags: [String]
         /// Its descriptors, in object-path order.
         public var descriptors: [Descriptor]
+        /// Whether it has the `NotifyAcquired` property: bluetoothd then asks for a socket with
+        /// `AcquireNotify` when the first central subscribes, instead of calling `StartNotify`.
+        public var offersAcquireNotify = false
     }
 
     /// A service of a registered application (`org.bluez.GattService1`).

@@ -91,6 +91,7 @@ extension SimulatorCore {
     func applicationOwnerLeft(_ owner: String) {
         applications.removeAll { $0.owner == owner }
         applicationNotifyCounts = applicationNotifyCounts.filter { !$0.key.hasPrefix(owner + " ") }
+        for key in applicationNotifySockets.keys where key.hasPrefix(owner + " ") { closeApplicationNotifySocket(key) }
     }
 
     /// The registered applications of `adapter`, in registration order.

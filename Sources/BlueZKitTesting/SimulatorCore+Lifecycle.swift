@@ -123,6 +123,9 @@ extension SimulatorCore {
         defaultAgents = []
         applications = []
         applicationNotifyCounts = [:]
+        for source in applicationNotifySockets.values { source.cancel() }
+        applicationNotifySockets = [:]
+        applicationNotifyHandlers = [:]
         advertisements = []
         for mirror in advertisingMirrors.values { mirror.attachment.withLock { $0.isInRange = false } }
         armedAttempts = [:]

@@ -49,6 +49,10 @@ final class SimulatorCore: @unchecked Sendable {
     var applications: [ApplicationRegistration] = []
     /// Centrals subscribed to each application characteristic (owner and path), as `ntfy_cnt`.
     var applicationNotifyCounts: [String: Int] = [:]
+    /// The `notify_io` of application characteristics that gave a socket through `AcquireNotify`.
+    var applicationNotifySockets: [String: any DispatchSourceRead] = [:]
+    /// What each subscribed central does with a value read from such a socket, by key and address.
+    var applicationNotifyHandlers: [String: [String: @Sendable ([UInt8]) -> Void]] = [:]
     /// Advertisements registered (or being registered) with `LEAdvertisingManager1`, oldest first.
     var advertisements: [AdvertisementRegistration] = []
     /// The peripheral standing for one adapter's advertising in range of another, by `source>target`.

@@ -186,4 +186,41 @@ import Testing
             try await central.read(serviceUUID: "180D", characteristicUUID: "2A37")
         }
     }
+
+    @Test func theFirstSubscriberMakesBluetoothdAcquireTheApplicationsSocket() async throws {
+        let rig = try await Rig.start()
+        var objects = [
+            TestGATTApplication.service("/app/service0", uuid: "180D"),
+            TestGATTApplication.characteristic(
+                "/app/service0/char0", uuid: "2A37", service: "/app/service0", flags: ["notify"]),
+        ]
+        objects[1].properties["NotifyAcquired"] = .bool(false)
+        let app = try await TestGATTApplication(address: rig.bluez.busAddress, objects: objects)
+        defer {
+            app.close()
+            rig.stop()
+        }
+        try await app.register()
+        let first = try rig.bluez.addCentral(address: "11:22:33:44:55:66", mtu: 185)
+        let second = try rig.bluez.addCentral(address: "11:22:33:44:55:77", mtu: 100)
+        var firstValues = try await first.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+            .makeAsyncIterator()
+        var secondValues = try await second.subscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+            .makeAsyncIterator()
+        // One AcquireNotify with the first central's options, no StartNotify for anyone.
+        #expect(app.calls.map(\.member) == ["AcquireNotify"])
+        #expect(
+            app.calls.first?.options == [
+                "device": .objectPath(try ObjectPath(Self.devicePath)), "link": .string("LE"), "mtu": .uint16(185),
+            ])
+        #expect(app.notifyThroughSocket(Self.characteristic, [0x00, 0x48]))
+        #expect(await firstValues.next() == [0x00, 0x48])
+        #expect(await secondValues.next() == [0x00, 0x48])
+        // The last central to leave closes the socket; nobody calls StopNotify.
+        try await first.unsubscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        #expect(!app.notifySocketClosed(Self.characteristic))
+        try await second.unsubscribe(serviceUUID: "180D", characteristicUUID: "2A37")
+        try await waitUntil("socket closed") { app.notifySocketClosed(Self.characteristic) }
+        #expect(app.calls.map(\.member) == ["AcquireNotify"])
+    }
 }

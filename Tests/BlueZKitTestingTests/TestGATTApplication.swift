@@ -1,6 +1,10 @@
 import DBus
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A tiny GATT application on its own bus connection, as a program using BlueZ's peripheral role exports it:
 /// an object manager at `root` and `GattService1` / `GattCharacteristic1` / `GattDescriptor1` objects below.
 ///
@@ -27,6 +31,8 @@ final class TestGATTApplication: Sendable {
         var calls: [Call] = []
         var readError: DBusError?
         var writeError: DBusError?
+        /// Our ends of the sockets handed out with `AcquireNotify`, by characteristic path.
+        var notifySockets: [String: Int32] = [:]
     }
 
     /// The state behind a lock, in a class so handlers can share it.
@@ -93,6 +99,19 @@ final class TestGATTApplication: Sendable {
             path: try ObjectPath(path), interface: "org.bluez.GattCharacteristic1", changed: ["Value": .bytes(value)])
     }
 
+    /// Writes `value` as one datagram to the socket handed out for `path` with `AcquireNotify`.
+    func notifyThroughSocket(_ path: String, _ value: [UInt8]) -> Bool {
+        guard let fd = state.withLock({ $0.notifySockets[path] }) else { return false }
+        return value.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == value.count
+    }
+
+    /// Whether bluetoothd closed its end of the socket of `path` (a read sees the end of the stream).
+    func notifySocketClosed(_ path: String) -> Bool {
+        guard let fd = state.withLock({ $0.notifySockets[path] }) else { return false }
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 0) > 0 && entry.revents & Int16(POLLHUP) != 0
+    }
+
     /// `RegisterApplication` from the application's own connection (bluetoothd reads the caller's tree).
     func register(adapter: String = "/org/bluez/hci0") async throws {
         _ = try await connection.call(
@@ -157,6 +176,21 @@ final class TestGATTApplication: Sendable {
                 DBusMethod("StopNotify") { invocation in
                     state.withLock { $0.calls.append(Call(member: "StopNotify", path: path, options: [:])) }
                     invocation.reply()
+                },
+                DBusMethod("AcquireNotify", in: "a{sv}", out: "hq") { invocation in
+                    let options = Self.options(invocation, at: 0)
+                    var fds: [Int32] = [0, 0]
+                    guard
+                        socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0
+                    else {
+                        return invocation.reply(error: DBusError(name: "org.bluez.Error.Failed", message: "socketpair"))
+                    }
+                    state.withLock { state in
+                        state.calls.append(Call(member: "AcquireNotify", path: path, options: options))
+                        state.notifySockets[path] = fds[0]
+                    }
+                    let mtu = options["mtu"]?.uint16Value ?? 23
+                    invocation.reply([.unixFD(UnixFileDescriptor(owning: fds[1])), .uint16(mtu)])
                 },
             ]
         }

@@ -60,6 +60,14 @@ struct EndToEndTests {
         try await waitUntil("control point refused 0x02") { recorder.count("wrote 2A39") == 2 }
         #expect((recorder.errors.last as? ATTError)?.code == .application(0x80))
 
+        // Without response: the control point has no write-without-response property, so no
+        // AcquireWrite; a WriteValue command, which bluetoothd sends as an ATT Write Command.
+        sensor.writeValue(Data([0x01]), for: control, type: .withoutResponse)
+        try await waitUntil("the command reached example-gatt-server", timeout: .seconds(30)) {
+            peripheral.log("example-gatt-server").components(separatedBy: "Energy Expended field reset").count - 1 >= 2
+        }
+
+        // Notifications through AcquireNotify's socket (the default).
         sensor.setNotifyValue(true, for: measurement)
         try await waitUntil("two heart-rate notifications", timeout: .seconds(30)) {
             recorder.count("value 2A37") >= 2
@@ -71,6 +79,30 @@ struct EndToEndTests {
         central.cancelPeripheralConnection(sensor)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
         #expect(delegate.disconnectErrors == ["nil"])
+
+        // Reconnect from a manager that takes notifications as PropertiesChanged (StartNotify).
+        let signalsDelegate = E2ECentralDelegate()
+        let signalsCentral = CentralManager(
+            delegate: signalsDelegate, queue: signalsDelegate.queue,
+            options: CentralManagerOptions(adapter: "hci0", usesNotifySockets: false))
+        try await waitUntil("hci0 powered on again", timeout: .seconds(30)) { signalsCentral.state == .poweredOn }
+        let again = try #require(signalsCentral.retrievePeripherals(withIdentifiers: [sensor.identifier]).first)
+        let signalsRecorder = E2EPeripheralDelegate()
+        again.delegate = signalsRecorder
+        signalsCentral.connect(again)
+        try await waitUntil("reconnected", timeout: .seconds(60)) { again.state == .connected }
+        again.discoverServices([BluetoothUUID(0x180D)])
+        try await waitUntil("services again", timeout: .seconds(30)) { signalsRecorder.count("services") == 1 }
+        let serviceAgain = try #require(again.services?.first { $0.uuid == BluetoothUUID(0x180D) })
+        again.discoverCharacteristics([BluetoothUUID(0x2A37)], for: serviceAgain)
+        try await waitUntil("characteristics again") { signalsRecorder.count("characteristics") == 1 }
+        let measurementAgain = try #require(serviceAgain.characteristics?.first)
+        again.setNotifyValue(true, for: measurementAgain)
+        try await waitUntil("two notifications as signals", timeout: .seconds(30)) {
+            signalsRecorder.count("value 2A37") >= 2
+        }
+        signalsCentral.cancelPeripheralConnection(again)
+        try await waitUntil("disconnected again", timeout: .seconds(30)) { again.state == .disconnected }
     }
 }
 

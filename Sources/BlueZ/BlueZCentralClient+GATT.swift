@@ -21,6 +21,9 @@ extension BlueZCentralClient {
         }
 
         init(path: ObjectPath) { self.path = path }
+
+        /// Whether this attribute is one of `device`'s (its object lies under the device's).
+        package func belongs(to device: DeviceID) -> Bool { path.isDescendant(of: device.path) }
     }
 
     package struct ServiceInfo: Sendable, Hashable {

@@ -133,6 +133,7 @@ extension CentralEngine {
 
     func read(_ peripheral: Peripheral, characteristic: Characteristic) {
         guard isConnected(peripheral, else: { .value(characteristic, nil, $0) }),
+            belongs(characteristic.id, to: peripheral, else: { .value(characteristic, nil, $0) }),
             isCurrent(characteristic, of: peripheral, else: { .value(characteristic, nil, $0) })
         else { return }
         Task {
@@ -148,6 +149,7 @@ extension CentralEngine {
 
     func read(_ peripheral: Peripheral, descriptor: Descriptor) {
         guard isConnected(peripheral, else: { .descriptorValue(descriptor, nil, $0) }),
+            belongs(descriptor.id, to: peripheral, else: { .descriptorValue(descriptor, nil, $0) }),
             isCurrent(descriptor, of: peripheral, else: { .descriptorValue(descriptor, nil, $0) })
         else { return }
         Task {
@@ -163,6 +165,7 @@ extension CentralEngine {
 
     func write(_ peripheral: Peripheral, data: Data, characteristic: Characteristic, withResponse: Bool) {
         guard isConnected(peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }),
+            belongs(characteristic.id, to: peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }),
             isCurrent(characteristic, of: peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil })
         else { return }
         guard withResponse else { return writeWithoutResponse(peripheral, Array(data), characteristic: characteristic) }
@@ -180,6 +183,7 @@ extension CentralEngine {
 
     func write(_ peripheral: Peripheral, data: Data, descriptor: Descriptor) {
         guard isConnected(peripheral, else: { .wroteDescriptor(descriptor, $0) }),
+            belongs(descriptor.id, to: peripheral, else: { .wroteDescriptor(descriptor, $0) }),
             isCurrent(descriptor, of: peripheral, else: { .wroteDescriptor(descriptor, $0) })
         else { return }
         client.writeValueInOrder(descriptor.id, descriptor: true, value: Array(data), withResponse: true) {
@@ -216,6 +220,20 @@ extension CentralEngine {
     }
 
     // MARK: Helpers
+
+    /// True when `attribute` is one of `peripheral`'s; otherwise posts `event(invalidParameters)`
+    /// (if any) and returns false: an attribute of another peripheral is a mistake to report, not
+    /// a request to send to the other device.
+    func belongs(
+        _ attribute: AttributeID, to peripheral: Peripheral, else event: (BluetoothError) -> CentralManager.GattEvent?
+    ) -> Bool {
+        if attribute.belongs(to: peripheral.deviceID) { return true }
+        let message = "the attribute belongs to another peripheral"
+        if let failure = event(BluetoothError(.invalidParameters, message: message)) {
+            manager?.post(.gatt(peripheral, failure))
+        }
+        return false
+    }
 
     /// True when the peripheral is connected; otherwise posts `event(notConnected)` (if any) and returns false.
     func isConnected(

@@ -14,9 +14,9 @@ extension CentralEngine {
     func setNotify(_ peripheral: Peripheral, enabled: Bool, characteristic: Characteristic) {
         let id = peripheral.deviceID
         let attribute = characteristic.id
-        guard isConnected(peripheral, else: { .notifyState(characteristic, characteristic.isNotifying, $0) }) else {
-            return
-        }
+        guard isConnected(peripheral, else: { .notifyState(characteristic, characteristic.isNotifying, $0) }),
+            belongs(attribute, to: peripheral, else: { .notifyState(characteristic, characteristic.isNotifying, $0) })
+        else { return }
         if enabled {
             if gatt[id]?.acquiringNotify[attribute] != nil {
                 gatt[id]?.acquiringNotify[attribute] = false

@@ -166,39 +166,9 @@ extension SimulatorCore {
     /// Exports a device's GATT objects in bluetoothd's order: each service, then its
     /// characteristics, each followed by its descriptors. The GAP service stays hidden.
     private func exportGATT(_ device: ObjectPath, _ layout: GATTLayout) {
-        let exportedServices = layout.services.filter { !$0.isHidden }
-        let servicePaths = Dictionary(
-            exportedServices.map { ($0.handle, device.childOrRoot($0.pathElement)) },
-            uniquingKeysWith: { first, _ in first })
         var exported: [ObjectPath] = []
-        for service in exportedServices {
-            let servicePath = servicePaths[service.handle]!
-            gattObjects[servicePath] = .service(
-                .init(
-                    path: servicePath, device: device, uuid: service.uuid, isPrimary: service.isPrimary,
-                    includes: service.includes.compactMap { servicePaths[$0] }))
-            interfacesAdded(servicePath, ["org.bluez.GattService1"])
-            exported.append(servicePath)
-            for characteristic in service.characteristics {
-                let path = servicePath.childOrRoot(characteristic.pathElement)
-                gattObjects[path] = .characteristic(
-                    .init(
-                        path: path, service: servicePath, device: device, uuid: characteristic.uuid,
-                        valueHandle: characteristic.valueHandle, flags: characteristic.flags,
-                        object: characteristic.object))
-                interfacesAdded(path, ["org.bluez.GattCharacteristic1"])
-                exported.append(path)
-                for descriptor in characteristic.descriptors {
-                    let descriptorPath = path.childOrRoot(descriptor.pathElement)
-                    gattObjects[descriptorPath] = .descriptor(
-                        .init(
-                            path: descriptorPath, characteristic: path, device: device, uuid: descriptor.uuid,
-                            kind: descriptor.kind, flags: descriptor.flags, object: descriptor.object,
-                            characteristicValueHandle: characteristic.valueHandle))
-                    interfacesAdded(descriptorPath, ["org.bluez.GattDescriptor1"])
-                    exported.append(descriptorPath)
-                }
-            }
+        for service in layout.services where !service.isHidden {
+            exported += exportService(service, of: device, in: layout)
         }
         updateDevice(device) { $0.gattPaths = exported }
     }
@@ -207,20 +177,7 @@ extension SimulatorCore {
     /// characteristic's descriptors, then the characteristic; the service last.
     func removeGATTObjects(_ device: ObjectPath) {
         guard let paths = devices[device]?.gattPaths, !paths.isEmpty else { return }
-        var order: [ObjectPath] = []
-        for service in paths where service.parent == device {
-            for characteristic in paths where characteristic.parent == service {
-                order += paths.filter { $0.parent == characteristic }
-                order.append(characteristic)
-            }
-            order.append(service)
-        }
-        for path in order {
-            guard let node = gattObjects[path] else { continue }
-            disposeAcquiredSockets(path)
-            interfacesRemoved(path, [node.interface])
-            gattObjects[path] = nil
-        }
+        for service in paths where service.parent == device { unregisterService(service) }
         updateDevice(device) { $0.gattPaths = [] }
     }
 }

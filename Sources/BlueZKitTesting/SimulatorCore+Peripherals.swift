@@ -39,7 +39,8 @@ extension SimulatorCore {
         }
     }
 
-    private func link(_ layout: GATTLayout, to peripheral: SimulatedPeripheral) {
+    /// Points the attributes of `layout` at their handles and object paths under `peripheral`.
+    func link(_ layout: GATTLayout, to peripheral: SimulatedPeripheral) {
         for service in layout.services {
             let servicePath = "/" + service.pathElement
             service.object.link.attach(to: peripheral, handle: service.handle, pathSuffix: servicePath)

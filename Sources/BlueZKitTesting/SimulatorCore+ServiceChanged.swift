@@ -27,7 +27,7 @@ extension SimulatorCore {
             }
             peripheral.database.withLock { $0 = services }
             peripheral.attachment.withLock { $0.layout = layout }
-            relink(layout, to: peripheral)
+            link(layout, to: peripheral)
             // Attributes that left the database answer no handle any more.
             for service in old?.services ?? [] where !layout.services.contains(where: { $0.object === service.object })
             {
@@ -41,24 +41,6 @@ extension SimulatorCore {
             }
             if let old, let path = devicePath(of: peripheral) { servicesChanged(path, from: old, to: layout) }
             return nil
-        }
-    }
-
-    /// Points the attributes at their (possibly new) handles and paths.
-    private func relink(_ layout: GATTLayout, to peripheral: SimulatedPeripheral) {
-        for service in layout.services {
-            let servicePath = "/" + service.pathElement
-            service.object.link.attach(to: peripheral, handle: service.handle, pathSuffix: servicePath)
-            for characteristic in service.characteristics {
-                let characteristicPath = servicePath + "/" + characteristic.pathElement
-                characteristic.object.link.attach(
-                    to: peripheral, handle: characteristic.valueHandle, pathSuffix: characteristicPath)
-                for descriptor in characteristic.descriptors {
-                    descriptor.object.link.attach(
-                        to: peripheral, handle: descriptor.handle,
-                        pathSuffix: characteristicPath + "/" + descriptor.pathElement)
-                }
-            }
         }
     }
 
@@ -109,7 +91,7 @@ extension SimulatorCore {
     }
 
     /// `unregister_service`: per characteristic its descriptors, then the characteristic; the service last.
-    private func unregisterService(_ service: ObjectPath) {
+    func unregisterService(_ service: ObjectPath) {
         var order: [ObjectPath] = []
         for characteristic in gattObjects.keys.filter({ $0.parent == service }).sorted() {
             order += gattObjects.keys.filter { $0.parent == characteristic }.sorted()
@@ -125,7 +107,10 @@ extension SimulatorCore {
     }
 
     /// `export_service`: the service, then each characteristic followed by its descriptors.
-    private func exportService(_ service: GATTLayout.Service, of device: ObjectPath, in layout: GATTLayout) {
+    /// Returns the paths exported, in that order.
+    @discardableResult
+    func exportService(_ service: GATTLayout.Service, of device: ObjectPath, in layout: GATTLayout) -> [ObjectPath] {
+        var exported: [ObjectPath] = []
         let servicePath = device.childOrRoot(service.pathElement)
         let includes = service.includes.compactMap { handle in
             layout.services.first { $0.handle == handle && !$0.isHidden }.map { device.childOrRoot($0.pathElement) }
@@ -135,6 +120,7 @@ extension SimulatorCore {
                 path: servicePath, device: device, uuid: service.uuid, isPrimary: service.isPrimary, includes: includes)
         )
         interfacesAdded(servicePath, ["org.bluez.GattService1"])
+        exported.append(servicePath)
         for characteristic in service.characteristics {
             let path = servicePath.childOrRoot(characteristic.pathElement)
             gattObjects[path] = .characteristic(
@@ -143,6 +129,7 @@ extension SimulatorCore {
                     valueHandle: characteristic.valueHandle, flags: characteristic.flags,
                     object: characteristic.object))
             interfacesAdded(path, ["org.bluez.GattCharacteristic1"])
+            exported.append(path)
             for descriptor in characteristic.descriptors {
                 let descriptorPath = path.childOrRoot(descriptor.pathElement)
                 gattObjects[descriptorPath] = .descriptor(
@@ -151,8 +138,10 @@ extension SimulatorCore {
                         kind: descriptor.kind, flags: descriptor.flags, object: descriptor.object,
                         characteristicValueHandle: characteristic.valueHandle))
                 interfacesAdded(descriptorPath, ["org.bluez.GattDescriptor1"])
+                exported.append(descriptorPath)
             }
         }
+        return exported
     }
 
     /// Paths in export order: by handle, which the fixed-width hex path elements sort as.

@@ -79,6 +79,9 @@ public final class ExampleProgram: Sendable {
         self.pid = pid
         let child = pid
         let captured = self.captured
+        // The status is set last, once both pipes are drained: a test that sees the program
+        // ended then sees all it wrote, on standard error too.
+        let errorsDrained = DispatchSemaphore(value: 0)
         Thread.detachNewThread {
             var pending: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 4096)
@@ -94,6 +97,7 @@ public final class ExampleProgram: Sendable {
                 }
             }
             close(out.read)
+            errorsDrained.wait()
             var status: Int32 = 0
             while waitpid(child, &status, 0) < 0 && errno == EINTR {}
             // WIFEXITED ? WEXITSTATUS : 128 + signal
@@ -109,6 +113,7 @@ public final class ExampleProgram: Sendable {
                 captured.errors.withLock { $0 += buffer[0..<n] }
             }
             close(err.read)
+            errorsDrained.signal()
         }
     }
 

@@ -152,6 +152,9 @@ final class E2EPeripheralDelegate: PeripheralDelegate, @unchecked Sendable {
     func peripheral(_ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?) {
         record("wrote \(characteristic.uuid)", error)
     }
+    func peripheral(_ peripheral: Peripheral, didModifyServices invalidatedServices: [Service]) {
+        record("modified \(invalidatedServices.map(\.uuid.uuidString).joined(separator: ","))", nil)
+    }
     func peripheral(
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
     ) {

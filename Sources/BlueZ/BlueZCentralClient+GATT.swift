@@ -154,18 +154,6 @@ extension BlueZCentralClient {
         return bytes
     }
 
-    /// `WriteValue(value, {type: request|command})` on a characteristic or descriptor.
-    package func writeValue(_ id: AttributeID, descriptor: Bool, value: [UInt8], withResponse: Bool)
-        async throws(DBusError)
-    {
-        var options: [String: DBusValue] = [:]
-        if !descriptor { options["type"] = .string(withResponse ? "request" : "command") }
-        _ = try await connection.call(
-            destination: BlueZNames.service, path: id.path,
-            interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic, member: "WriteValue",
-            arguments: [.bytes(value), .stringVariantDictionary(options)])
-    }
-
     /// `StartNotify` / `StopNotify`; values then arrive as `PropertiesChanged` on `Value`.
     package func setNotify(_ id: AttributeID, enabled: Bool) async throws(DBusError) {
         _ = try await connection.call(

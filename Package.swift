@@ -39,7 +39,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZKitTests",
-            dependencies: ["BlueZKit", "BlueZKitTesting", "DBus"],
+            dependencies: ["BlueZKit", "BlueZKitTesting", "DBus", "ExampleSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
@@ -54,7 +54,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZKitTestingTests",
-            dependencies: ["BlueZKitTesting", "DBus"],
+            dependencies: ["BlueZKitTesting", "DBus", "ExampleSupport"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -118,12 +118,12 @@ let package = Package(
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus"],
+            dependencies: ["DBus", "ExampleSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "BlueZAgentTests",
-            dependencies: ["BlueZ", "DBus"],
+            dependencies: ["BlueZ", "DBus", "ExampleSupport"],
             swiftSettings: strictSettings
         ),
     ],

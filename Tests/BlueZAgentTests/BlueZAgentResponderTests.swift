@@ -1,5 +1,6 @@
 import BlueZ
 import DBus
+import ExampleSupport
 import Synchronization
 import Testing
 
@@ -41,7 +42,7 @@ import Testing
         }
         try await agent.register()
         let request = Task { try await bus.callAgent(agent, "RequestAuthorization", [Self.device]) }
-        while pending.withLock({ $0 == nil }) { await Task.yield() }
+        try await waitUntil("the request reached the responder") { pending.withLock { $0 != nil } }
         #expect(try await bus.callAgent(agent, "Cancel", []) == [])
         let error = await #expect(throws: DBusError.self) { try await request.value }
         #expect(error?.name == "org.bluez.Error.Canceled")

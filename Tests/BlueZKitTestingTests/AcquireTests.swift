@@ -1,5 +1,6 @@
 import BlueZKitTesting
 import DBus
+import ExampleSupport
 import Synchronization
 import Testing
 

@@ -69,17 +69,3 @@ func connectSensor(_ rig: Rig, _ sensor: HeartRateSensor = HeartRateSensor()) as
     }
     return sensor
 }
-
-/// Polls `condition` until it holds (no fixed sleep stands in for it); records an issue after `timeout`.
-func waitUntil(
-    _ what: String, timeout: Duration = .seconds(5), sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: @Sendable () async throws -> Bool
-) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    Issue.record("timed out waiting until \(what)", sourceLocation: sourceLocation)
-}

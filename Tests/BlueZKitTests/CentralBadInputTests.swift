@@ -1,5 +1,6 @@
 import BlueZKit
 import BlueZKitTesting
+import ExampleSupport
 import Foundation
 import Testing
 

@@ -1,6 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
 import DBus
+import ExampleSupport
 import Foundation
 import Synchronization
 import Testing

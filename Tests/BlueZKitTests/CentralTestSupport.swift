@@ -1,23 +1,10 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
+import ExampleSupport
 import Foundation
 import Synchronization
 import Testing
-
-/// Waits until `condition` holds, polling; records an issue and throws after `timeout`.
-func waitUntil(
-    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
-) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    Issue.record("timed out waiting until \(what)")
-    throw CancellationError()
-}
 
 /// Scans with `central`, lets `sensor` advertise, and returns the first peripheral reported
 /// (through the async discovery stream); the scan is stopped again.

@@ -1,6 +1,7 @@
 import BlueZKitTesting
 import DBus
 import Dispatch
+import ExampleSupport
 import Foundation
 import Synchronization
 import Testing

@@ -1,5 +1,6 @@
 import BlueZKitTesting
 import Dispatch
+import ExampleSupport
 import Foundation
 import Synchronization
 import Testing

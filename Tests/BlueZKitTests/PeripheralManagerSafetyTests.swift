@@ -2,6 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import DBus
 import Dispatch
+import ExampleSupport
 import Foundation
 import Synchronization
 import Testing

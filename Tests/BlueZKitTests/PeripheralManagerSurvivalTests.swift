@@ -1,6 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
+import ExampleSupport
 import Foundation
 import Testing
 

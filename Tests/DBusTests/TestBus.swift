@@ -29,20 +29,6 @@ final class TestBus: Sendable {
     }
 }
 
-/// Waits until `condition` holds, polling (no fixed sleep stands in for the condition); fails after `timeout`.
-func waitUntil(
-    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
-) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(5))
-    }
-    Issue.record("timed out waiting until \(what)")
-    throw CancellationError()
-}
-
 /// A thread-safe box for values collected by handlers.
 final class Collected<T: Sendable>: Sendable {
     private let storage = Mutex<[T]>([])

@@ -1,4 +1,5 @@
 import BlueZKit
+import ExampleSupport
 import Foundation
 import Synchronization
 import Testing
@@ -160,17 +161,4 @@ final class E2EPeripheralDelegate: PeripheralDelegate, @unchecked Sendable {
     ) {
         record("notifying \(characteristic.uuid) \(characteristic.isNotifying)", error)
     }
-}
-
-func waitUntil(
-    _ what: String, timeout: Duration = .seconds(10), _ condition: @Sendable () async throws -> Bool
-) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while clock.now < deadline {
-        if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(20))
-    }
-    Issue.record("timed out waiting until \(what)")
-    throw CancellationError()
 }

@@ -1,4 +1,5 @@
 import BlueZKit
+import ExampleSupport
 import Foundation
 import Synchronization
 import Testing

@@ -1,6 +1,6 @@
 public import Foundation
 import Synchronization
-import Testing
+public import Testing
 
 /// One of the built example programs, run with `--json` and read line by line.
 ///
@@ -182,17 +182,29 @@ public struct ExampleProgramError: Error, CustomStringConvertible {
     public let description: String
 }
 
-/// Polls `condition` every 10 ms until it holds; fails the test after `timeout` with `diagnostics`.
+/// Polls `condition` every 5 ms until it holds (no fixed sleep stands in for it); after `timeout`
+/// records an issue at the caller, with `diagnostics`, and throws.
 public func pollUntil(
     _ what: String, timeout: Duration = .seconds(20), diagnostics: () -> String = { "" },
+    sourceLocation: SourceLocation = SourceLocation(fileID: #fileID, filePath: #filePath, line: #line, column: #column),
     _ condition: () async throws -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return }
-        try await Task.sleep(for: .milliseconds(10))
+        try await Task.sleep(for: .milliseconds(5))
     }
     if try await condition() { return }
-    Issue.record("timed out after \(timeout) waiting until \(what)\n\(diagnostics())")
+    Issue.record("timed out after \(timeout) waiting until \(what)\n\(diagnostics())", sourceLocation: sourceLocation)
     throw ExampleProgramError(description: "timed out waiting until \(what)")
+}
+
+/// ``pollUntil(_:timeout:diagnostics:sourceLocation:_:)`` with a 10 s timeout: the wait every
+/// test target uses.
+public func waitUntil(
+    _ what: String, timeout: Duration = .seconds(10),
+    sourceLocation: SourceLocation = SourceLocation(fileID: #fileID, filePath: #filePath, line: #line, column: #column),
+    _ condition: () async throws -> Bool
+) async throws {
+    try await pollUntil(what, timeout: timeout, sourceLocation: sourceLocation, condition)
 }

@@ -78,7 +78,9 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         }
     }
 
-    /// Calls `body` once on `queue` when the socket has room again (or is closed).
+    /// Calls `body` once on `queue` when the socket has room again; at once when it is closed
+    /// already. A wait cut short by ``close()`` or bluetoothd's hang-up is not called: the
+    /// `onClose` of the initializer is.
     package func whenWritable(_ body: @escaping @Sendable () -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return body() }

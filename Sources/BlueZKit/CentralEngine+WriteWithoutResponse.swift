@@ -56,6 +56,15 @@ extension CentralEngine {
             return
         }
         while let bytes = channel.waiting.first {
+            if bytes.isEmpty {
+                // bluetoothd 5.66 takes an empty datagram for the end of the socket and stops
+                // reading it (`sock_read`): every later write would be lost. WriteValue is refused
+                // while the socket is held ("Write acquired"). So an empty write is not sent.
+                DBusLog.warning(
+                    "an empty write without response to \(characteristic.uuid) is not sent: see AcquireWrite")
+                channel.waiting.removeFirst()
+                continue
+            }
             if bytes.count > socket.mtu - 3 {
                 // Longer than one ATT packet: WriteValue gets bluetoothd's error, which is logged.
                 sendCommand(peripheral, characteristic, channel.waiting.removeFirst())
@@ -104,10 +113,14 @@ extension CentralEngine {
         }
     }
 
-    /// bluetoothd closed the write socket (the link went down, or it exits): the next write
-    /// acquires a new one if the link is still up.
+    /// bluetoothd closed the write socket (the link went down, or it exits): writes that waited
+    /// for room go on through a new socket (or commands) while the link lasts; when it has gone,
+    /// `resetGatt` drops them with the rest of the link's state.
     private func writeSocketClosed(_ peripheral: Peripheral, _ characteristic: Characteristic) {
         gatt[peripheral.deviceID]?.writeChannels[characteristic.id]?.socket = nil
+        if gatt[peripheral.deviceID]?.writeChannels[characteristic.id]?.waiting.isEmpty == false {
+            flushWrites(peripheral, characteristic)
+        }
     }
 
     private func sendCommand(_ peripheral: Peripheral, _ characteristic: Characteristic, _ bytes: [UInt8]) {

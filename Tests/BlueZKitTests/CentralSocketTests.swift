@@ -213,6 +213,22 @@ final class WriteReadinessDelegate: PeripheralDelegate, @unchecked Sendable {
         #expect(sensor.delegate.recorder.events.isEmpty)
     }
 
+    @Test func anEmptyWriteWithoutResponseDoesNotStopTheSocket() async throws {
+        let writes = Writes()
+        let sensor = try await Self.connectedSensor(writes: writes)
+        let stream = try #require(sensor.remote["2A06"])
+        sensor.peripheral.writeValue(Data([0x01]), for: stream, type: .withoutResponse)
+        try await waitUntil("first write") { writes.values.count == 1 }
+        #expect(try await sensor.fixture.characteristicProperty("WriteAcquired", of: sensor.stream) == .bool(true))
+        // As bluetoothd 5.66, the simulator stops reading a write socket after an empty datagram,
+        // and refuses WriteValue while the socket is held: the empty write is not sent, and the
+        // writes after it still arrive.
+        sensor.peripheral.writeValue(Data(), for: stream, type: .withoutResponse)
+        sensor.peripheral.writeValue(Data([0x02]), for: stream, type: .withoutResponse)
+        try await waitUntil("the write after the empty one") { writes.values.count == 2 }
+        #expect(writes.values == [[0x01], [0x02]])
+    }
+
     @Test func writesWithoutResponseQueueInOrderWhenCommandsMustWait() async throws {
         let writes = Writes()
         let sensor = try await Self.connectedSensor(writes: writes)

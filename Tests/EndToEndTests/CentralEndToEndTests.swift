@@ -79,6 +79,8 @@ struct EndToEndTests {
 
         central.cancelPeripheralConnection(sensor)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
+        // The state changes just before the delegate hears it, on the manager's queue: wait for the call.
+        try await waitUntil("didDisconnect") { !delegate.disconnectErrors.isEmpty }
         #expect(delegate.disconnectErrors == ["nil"])
 
         // Reconnect from a manager that takes notifications as PropertiesChanged (StartNotify).

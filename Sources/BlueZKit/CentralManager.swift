@@ -312,15 +312,16 @@ public final class CentralManager: @unchecked Sendable {
             shared.withLock { $0.linked.removeAll { $0 === peripheral } }
             delegate?.centralManager(self, didFailToConnect: peripheral, error: error)
         case .disconnected(let error):
-            peripheral.update(state: .disconnected)
+            // Services first: code that watches `state` from another thread then sees both.
             peripheral.update(services: nil)
+            peripheral.update(state: .disconnected)
             shared.withLock { $0.linked.removeAll { $0 === peripheral } }
             delegate?.centralManager(
                 self, didDisconnectPeripheral: peripheral, timestamp: Date().timeIntervalSinceReferenceDate,
                 isReconnecting: false, error: error)
         case .disconnectedReconnecting(let error):
-            peripheral.update(state: .connecting)
             peripheral.update(services: nil)
+            peripheral.update(state: .connecting)
             delegate?.centralManager(
                 self, didDisconnectPeripheral: peripheral, timestamp: Date().timeIntervalSinceReferenceDate,
                 isReconnecting: true, error: error)

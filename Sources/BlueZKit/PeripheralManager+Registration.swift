@@ -52,7 +52,11 @@ extension PeripheralManager {
             },
             onRead: { [weak self] request in
                 if let staticValue {
-                    // Static values are answered without asking the app, as Core Bluetooth does.
+                    // Static values are answered without asking the app, as Core Bluetooth does;
+                    // the request still tells who is active and the MTU of its link.
+                    if let self, let address = request.deviceAddress {
+                        self.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
+                    }
                     guard Int(request.offset) <= staticValue.count else {
                         return request.fail(name: "org.bluez.Error.InvalidOffset", message: "Invalid offset")
                     }

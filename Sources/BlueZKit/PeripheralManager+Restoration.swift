@@ -3,10 +3,19 @@ import Foundation
 /// State restoration keyed by restore identifiers (Core Bluetooth's
 /// `CBPeripheralManagerOptionRestoreIdentifierKey`), on Linux.
 ///
-/// A manager created with a restore identifier saves its published services and its
-/// advertisement after every change. A later manager with the same identifier gets
+/// A manager created with a restore identifier saves its published services, the centrals
+/// subscribed to their characteristics and its advertisement after every change. A later
+/// manager with the same identifier gets
 /// ``PeripheralManagerDelegate/peripheralManager(_:willRestoreState:)`` first, then publishes
 /// the services and advertises again on its own once the adapter is powered on.
+///
+/// The restored characteristics' ``MutableCharacteristic/subscribedCentrals`` are those of the
+/// moment the state was saved. bluetoothd ends every subscription to an application when the
+/// process that registered it goes away, so right after the first `didUpdateState` each of them
+/// gets ``PeripheralManagerDelegate/peripheralManager(_:central:didUnsubscribeFrom:)`` (and the
+/// list empties): a central that still wants values must subscribe again (bluetoothd tells
+/// connected centrals that the services changed, twice: when they went and when they are back),
+/// and ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)`` reports it.
 extension PeripheralManager {
     /// Why this manager did not restore or save state, if so: the identifier is used by another
     /// live manager in this process (the manager then stays `.unsupported` and does nothing),
@@ -41,7 +50,9 @@ extension PeripheralManager {
     /// and delivers `willRestoreState` (before any other delegate call).
     func restore(_ saved: PeripheralRestorationRecord) {
         let services = Self.restoredServices(saved.services)
+        let subscribed = Self.allCharacteristics(of: services).filter { !($0.subscribedCentrals ?? []).isEmpty }
         shared.withLock { state in
+            state.restoredSubscriptions = subscribed
             state.services = services
             state.advertisementData = saved.advertisement
             state.wantedAdvertisement = saved.advertisement.map(Self.advertisementContent)
@@ -53,5 +64,38 @@ extension PeripheralManager {
         }
         nonisolated(unsafe) let restored = dictionary
         queue.async { self.delegate?.peripheralManager(self, willRestoreState: restored) }
+    }
+
+    /// The restored subscriptions bluetoothd no longer has: reported as ended after the first
+    /// `didUpdateState` (on `queue`), and saved so.
+    func endRestoredSubscriptions() {
+        let (characteristics, adapter) = shared.withLock { state in
+            defer { state.restoredSubscriptions = [] }
+            return (state.restoredSubscriptions, state.adapterAddress)
+        }
+        guard !characteristics.isEmpty else { return }
+        for characteristic in characteristics {
+            let restored = characteristic.subscribedCentrals ?? []
+            let current = shared.withLock { $0.subscriptions.subscribers(of: ObjectIdentifier(characteristic)) }
+                .map { central(address: $0, adapter: adapter) }
+            characteristic.setSubscribedCentrals(current)
+            for central in restored where !current.contains(central) {
+                delegate?.peripheralManager(self, central: central, didUnsubscribeFrom: characteristic)
+            }
+        }
+        saveState()
+    }
+
+    /// Every characteristic of `services` and of the services they include.
+    static func allCharacteristics(of services: [MutableService]) -> [MutableCharacteristic] {
+        var seen = Set<ObjectIdentifier>()
+        var characteristics: [MutableCharacteristic] = []
+        func visit(_ service: MutableService) {
+            guard seen.insert(ObjectIdentifier(service)).inserted else { return }
+            characteristics += service.characteristics ?? []
+            for included in service.includedServices ?? [] { visit(included) }
+        }
+        services.forEach(visit)
+        return characteristics
     }
 }

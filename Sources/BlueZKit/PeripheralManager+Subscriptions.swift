@@ -220,6 +220,19 @@ extension PeripheralManager {
         for characteristic in left { report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
+    /// The centrals already connected when the adapter appeared (a link that outlived the
+    /// process before, or one bluetoothd had before it restarted): their `StartNotify` is
+    /// theirs. Known links keep their order (on the connection's queue).
+    func adoptConnectedCentrals(_ client: BlueZCentralClient) {
+        let addresses = client.devices.compactMap { _, device in device.connected ? device.address : nil }
+        guard !addresses.isEmpty else { return }
+        shared.withLock { state in
+            for address in addresses where !state.subscriptions.connectedAddresses.contains(address) {
+                state.subscriptions.connected(address)
+            }
+        }
+    }
+
     /// A read or write came from `address`.
     func centralWasActive(address: String, mtu: Int?) {
         shared.withLock { $0.subscriptions.active(address, mtu: mtu) }
@@ -259,6 +272,7 @@ extension PeripheralManager {
         let current = shared.withLock { $0.subscriptions.subscribers(of: ObjectIdentifier(characteristic)) }
             .map { central(address: $0, adapter: adapter) }
         characteristic.setSubscribedCentrals(current)
+        saveStateSoon()
         queue.async {
             guard let delegate = self.delegate else { return }
             for central in centrals {

@@ -70,6 +70,8 @@ public final class PeripheralManager: @unchecked Sendable {
         var advertisementData: AdvertisementData?
         /// bluetoothd or the adapter went away since the last registration: registrations are gone.
         var registrationsLost = false
+        /// Restored characteristics whose saved subscribers are still to be reported gone.
+        var restoredSubscriptions: [MutableCharacteristic] = []
         /// How long a read or write waits for the app's answer before it is answered with
         /// `unlikelyError` (bluetoothd itself gives up after D-Bus's 25 s and answers the central
         /// with an unhelpful error).
@@ -271,7 +273,11 @@ public final class PeripheralManager: @unchecked Sendable {
                 return (powered ? .poweredOn : .poweredOff, republish)
             }
         }
-        if case .present = status {} else { dropAllSubscriptions() }
+        if case .present = status {
+            if let client = shared.withLock({ $0.client }) { adoptConnectedCentrals(client) }
+        } else {
+            dropAllSubscriptions()
+        }
         if republish { serially { await self.republish() } }
         setState(state)
     }
@@ -283,6 +289,7 @@ public final class PeripheralManager: @unchecked Sendable {
                 return shared.state != newState
             }
             if changed { self.delegate?.peripheralManagerDidUpdateState(self) }
+            if newState != .unknown { self.endRestoredSubscriptions() }
         }
     }
 

@@ -30,9 +30,14 @@ public protocol PeripheralManagerDelegate: AnyObject {
     /// first delegate call, before ``peripheralManagerDidUpdateState(_:)``.
     ///
     /// `dict` holds ``CBPeripheralManagerRestoredStateServicesKey`` (`[MutableService]`, the
-    /// services published before, rebuilt) and ``CBPeripheralManagerRestoredStateAdvertisementDataKey``
+    /// services published before, rebuilt, with the ``MutableCharacteristic/subscribedCentrals``
+    /// saved last) and ``CBPeripheralManagerRestoredStateAdvertisementDataKey``
     /// (`[String: Any]`) when it was advertising. The manager publishes the services and
     /// advertises again on its own once the adapter is powered on; `didAdd` is not called for them.
+    /// bluetoothd ended the restored subscriptions with the earlier process: right after the
+    /// first ``peripheralManagerDidUpdateState(_:)`` each restored subscribed central gets
+    /// ``peripheralManager(_:central:didUnsubscribeFrom:)``, and `didSubscribeTo` when it
+    /// subscribes again.
     func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any])
 }
 

@@ -1,15 +1,25 @@
 import Foundation
 
 /// What a peripheral manager with a restore identifier saves on every change: its published
-/// services and characteristics (with static values and descriptors) and what it advertises.
+/// services and characteristics (with static values, descriptors and subscribed centrals) and
+/// what it advertises.
 ///
-/// Subscribed centrals are not saved: bluetoothd ends every subscription to an application
-/// when the process that registered it goes away, so a restored manager starts without any
-/// (centrals subscribe again, and `didSubscribeTo` reports them).
+/// The subscribed centrals come back as they were when the process ended (Core Bluetooth's
+/// restored `subscribedCentrals`), but bluetoothd 5.66 ends every subscription to an
+/// application when the process that registered it goes away (`gatt_db_service_removed`
+/// clears each device's Client Characteristic Configuration of the removed services), so the
+/// restored manager reports them unsubscribed once it knows its state; centrals subscribe
+/// again, and `didSubscribeTo` reports them.
 struct PeripheralRestorationRecord: RestorationRecord {
     struct Descriptor: Codable, Hashable, Sendable {
         var uuid: String
         var value: Data
+    }
+
+    /// A central subscribed to a characteristic when the state was saved.
+    struct SubscribedCentral: Codable, Hashable, Sendable {
+        var identifier: UUID
+        var maximumUpdateValueLength: Int
     }
 
     struct Characteristic: Codable, Hashable, Sendable {
@@ -19,6 +29,8 @@ struct PeripheralRestorationRecord: RestorationRecord {
         /// The static value; nil for a dynamic characteristic.
         var value: Data?
         var descriptors: [Descriptor]
+        /// The centrals subscribed to it; nil for none (and in records saved before they were kept).
+        var subscribedCentrals: [SubscribedCentral]? = nil
     }
 
     struct Service: Codable, Hashable, Sendable {
@@ -50,6 +62,14 @@ extension PeripheralRestorationRecord.Service {
                 value: characteristic.value,
                 descriptors: (characteristic.descriptors ?? []).map {
                     PeripheralRestorationRecord.Descriptor(uuid: $0.uuid.uuidString, value: $0.value)
+                },
+                subscribedCentrals: characteristic.subscribedCentrals.flatMap { centrals in
+                    centrals.isEmpty
+                        ? nil
+                        : centrals.map {
+                            PeripheralRestorationRecord.SubscribedCentral(
+                                identifier: $0.identifier, maximumUpdateValueLength: $0.maximumUpdateValueLength)
+                        }
                 })
         }
     }
@@ -65,6 +85,15 @@ extension PeripheralRestorationRecord.Service {
                 permissions: AttributePermissions(rawValue: saved.permissions))
             characteristic.descriptors = saved.descriptors.compactMap { descriptor in
                 BluetoothUUID(string: descriptor.uuid).map { MutableDescriptor(type: $0, value: descriptor.value) }
+            }
+            if let centrals = saved.subscribedCentrals, !centrals.isEmpty {
+                // Lengths from a hostile file are kept within what a Central can report.
+                characteristic.setSubscribedCentrals(
+                    centrals.map {
+                        Central(
+                            identifier: $0.identifier,
+                            maximumUpdateValueLength: min(max($0.maximumUpdateValueLength, 20), 514))
+                    })
             }
             return characteristic
         }

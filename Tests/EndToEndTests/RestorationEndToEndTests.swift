@@ -15,14 +15,13 @@ extension EndToEndTests {
     }
 
     /// Our peripheral on hci1 and our central on hci0, readings flowing.
-    static func startExamples(centralArguments: [String] = [], state: String) async throws
-        -> (central: ExampleProgram, peripheral: ExampleProgram)
+    static func startExamples(centralArguments: [String] = [], peripheralArguments: [String] = [], state: String)
+        async throws -> (central: ExampleProgram, peripheral: ExampleProgram)
     {
         try ExamplePeripheral.forgetKnownDevices()
         let environment = ["XDG_STATE_HOME": state]
         let peripheral = try ExampleProgram(
-            "heart-rate-peripheral", ["--json", "--adapter", "hci1", "--name", "Long HRM", "--interval-ms", "250"],
-            busAddress: nil, environment: environment)
+            "heart-rate-peripheral", peripheralCommand + peripheralArguments, busAddress: nil, environment: environment)
         try await peripheral.waitForEvents("advertising", timeout: .seconds(30))
         let central = try ExampleProgram(
             "heart-rate-central", ["--json", "--adapter", "hci0", "--name", "Long HRM"] + centralArguments,
@@ -48,6 +47,42 @@ extension EndToEndTests {
         #expect(!events.contains("connected"), "the link bluetoothd kept was adopted: \(events)")
         #expect(try await relaunched.stop() == 0, "\(relaunched.diagnostics())")
         #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
+    }
+
+    /// The peripheral's command line in these tests (before any `--restore-id`).
+    static let peripheralCommand = ["--json", "--adapter", "hci1", "--name", "Long HRM", "--interval-ms", "250"]
+
+    @Test func aKilledPeripheralIsRestoredWithItsSubscribedCentralAndValuesFlowAgain() async throws {
+        let state = try Self.stateDirectory()
+        let arguments = ["--restore-id", "e2e-sensor"]
+        let (central, first) = try await Self.startExamples(peripheralArguments: arguments, state: state)
+        let subscriber = try #require(first.events("subscribed").first?["central"] as? String)
+        #expect(try await first.stop(signal: SIGKILL) == 128 + SIGKILL)
+        // bluetoothd removes the dead process's services (ending the central's subscription with
+        // them) and tells the central so; the link stays up.
+        try await central.waitForEvents("servicesChanged", timeout: .seconds(30))
+        let cut = central.events.count
+
+        let relaunched = try ExampleProgram(
+            "heart-rate-peripheral", Self.peripheralCommand + arguments, busAddress: nil,
+            environment: ["XDG_STATE_HOME": state])
+        try await relaunched.waitForEvents("subscribed", timeout: .seconds(90))
+        let events = relaunched.events.compactMap { $0["event"] as? String }
+        #expect(events.first == "restored", "willRestoreState comes first: \(events)")
+        #expect(relaunched.events("restored").first?["subscribedCentrals"] as? [String] == [subscriber])
+        let gone = try #require(events.firstIndex(of: "unsubscribed"), "the restored subscription is reported gone")
+        let back = try #require(events.firstIndex(of: "subscribed"))
+        #expect(gone < back, "\(events)")
+        #expect(relaunched.events("unsubscribed").first?["central"] as? String == subscriber)
+        #expect(relaunched.events("subscribed").first?["central"] as? String == subscriber, "the same central")
+        try await pollUntil("readings after the relaunch", timeout: .seconds(60), diagnostics: central.diagnostics) {
+            central.events.dropFirst(cut).filter { $0["event"] as? String == "heartRate" }.count >= 3
+        }
+        let centralEvents = central.events.compactMap { $0["event"] as? String }
+        #expect(!centralEvents.contains("disconnected"), "the link outlived the peripheral's process: \(centralEvents)")
+        #expect(central.events("error").isEmpty, "\(central.diagnostics())")
+        #expect(try await central.stop() == 0, "\(central.diagnostics())")
+        #expect(try await relaunched.stop() == 0, "\(relaunched.diagnostics())")
     }
 
     @Test func valuesFlowAgainAfterBluetoothdRestarts() async throws {

@@ -28,6 +28,8 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
     private var readings = 0
     /// `--count` readings were printed: the program is on its way out.
     private var finished = false
+    /// The sensor's services changed since the Heart Rate service was last found.
+    private var servicesChanged = false
 
     init(configuration: Configuration, output: EventOutput) {
         self.configuration = configuration
@@ -123,8 +125,12 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
     func peripheral(_ peripheral: Peripheral, didDiscoverServices error: (any Error)?) {
         if let error { return output.error("service discovery failed: \(error)") }
         guard let service = peripheral.services?.first(where: { $0.uuid == HeartRateProfile.service }) else {
+            // Gone with a change of the sensor's services (its app restarting, say): the next
+            // change brings it back, and didModifyServices looks again.
+            if servicesChanged { return }
             return output.error("the sensor has no Heart Rate service")
         }
+        servicesChanged = false
         peripheral.discoverCharacteristics(
             [HeartRateProfile.measurement, HeartRateProfile.bodySensorLocation, HeartRateProfile.controlPoint],
             for: service)
@@ -162,6 +168,19 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
             }
         default: break
         }
+    }
+
+    func peripheral(_ peripheral: Peripheral, didModifyServices invalidatedServices: [Service]) {
+        let present = peripheral.services?.contains { $0.uuid == HeartRateProfile.service } == true
+        output.emit(
+            "servicesChanged", ["invalidated": invalidatedServices.map { "\($0.uuid)" }],
+            human: "The sensor's services changed (\(invalidatedServices.count) invalidated)")
+        // The Heart Rate service went (invalidated services leave `services`, its subscription
+        // with it) or may have come back: look for it again; didDiscoverServices carries on as
+        // after a connect.
+        guard !present else { return }
+        servicesChanged = true
+        peripheral.discoverServices([HeartRateProfile.service])
     }
 
     func peripheral(

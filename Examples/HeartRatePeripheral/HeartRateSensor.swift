@@ -103,9 +103,12 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
         let restored = dict[CBPeripheralManagerRestoredStateServicesKey] as? [MutableService] ?? []
         let characteristics = restored.flatMap { $0.characteristics ?? [] }
         func find(_ uuid: BluetoothUUID) -> MutableCharacteristic? { characteristics.first { $0.uuid == uuid } }
+        // The centrals subscribed when the last process ended; bluetoothd ended their
+        // subscriptions with it, so didUnsubscribeFrom follows for each, and they subscribe again.
+        let subscribed = Set(characteristics.flatMap { $0.subscribedCentrals ?? [] }.map(\.identifier.uuidString))
         output.emit(
-            "restored", ["services": restored.map { "\($0.uuid)" }],
-            human: "Restored \(restored.count) published services")
+            "restored", ["services": restored.map { "\($0.uuid)" }, "subscribedCentrals": subscribed.sorted()],
+            human: "Restored \(restored.count) published services (\(subscribed.count) centrals were subscribed)")
         // Take over the restored objects: updates and requests refer to them from now on.
         guard let measurement = find(HeartRateProfile.measurement),
             let controlPoint = find(HeartRateProfile.controlPoint),

@@ -18,4 +18,20 @@ import Testing
         ]
         for (value, expected) in fields { #expect(EventOutput.encode(value) == expected) }
     }
+
+    @Test func linesSortTheirKeysWithTheEventAmongThem() throws {
+        let output = EventOutput(json: true)
+        let line = output.line("heartRate", ["z": 1, "a": "x", "eventual": [0.5], "Zeta": true], human: "unused")
+        #expect(
+            String(decoding: line, as: UTF8.self)
+                == #"{"Zeta":true,"a":"x","event":"heartRate","eventual":[0.5],"z":1}"# + "\n")
+        #expect(
+            String(decoding: output.line("scanning", human: "unused"), as: UTF8.self) == #"{"event":"scanning"}"# + "\n"
+        )
+        let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
+        #expect(object?["event"] as? String == "heartRate")
+        #expect(
+            String(decoding: EventOutput(json: false).line("x", ["a": 1], human: "72 bpm"), as: UTF8.self) == "72 bpm\n"
+        )
+    }
 }

@@ -15,19 +15,20 @@ import Synchronization
 /// goes down, a device removed from its cache or bluetoothd exiting close its end, which this
 /// reports once through `onClose`.
 ///
-/// A thread of its own waits in `poll` and hands the datagrams to `onValue` inside
+/// A thread of its own waits in a blocking `recv` and hands each datagram to `onValue` inside
 /// `queue.sync`: on an idle serial queue libdispatch runs that block on the waiting thread
 /// itself, so a notification costs one thread wake-up, not the two of a dispatch source (its
 /// manager thread, then a worker for the queue) — what a small board's CPU pays most for
-/// (measured: 1.81 → 1.21 ms of CPU per notification in the emulated environment). The values
-/// still run on `queue`, after anything queued there before.
-/// `@unchecked Sendable`: its stored properties are constants (an atomic flag, descriptors).
+/// (measured: 1.81 → 1.21 ms of CPU per notification in the emulated environment) — and one
+/// system call, not the three of `poll`, `recv` and the `recv` that finds the socket drained.
+/// The values still run on `queue`, after anything queued there before. ``close()`` wakes the
+/// thread with `shutdown(2)`, under a lock that the thread also takes to close the descriptor,
+/// so it never reaches a number the process has reused.
+/// `@unchecked Sendable`: its stored properties are constants (atomic flags, a locked descriptor).
 package final class BlueZNotifySocket: @unchecked Sendable {
     /// The ATT MTU bluetoothd reported with the socket.
     package let mtu: Int
     private let ended = EndFlag()
-    /// Written to by ``close()`` to wake the reading thread.
-    private let wakeWrite: Int32
 
     /// Takes over `descriptor` and starts reading; values and the end are handed over on `queue`.
     ///
@@ -41,53 +42,49 @@ package final class BlueZNotifySocket: @unchecked Sendable {
     ) {
         self.mtu = Int(mtu)
         let fd = descriptor.take()
-        // A socket pair, not a pipe: waking a thread that already ended must not raise SIGPIPE.
-        var wake: [Int32] = [-1, -1]
-        if socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &wake) != 0 {
-            wake = [-1, -1]
-        }
-        wakeWrite = wake[1]
-        let wakeRead = wake[0]
+        // bluetoothd makes the pair non-blocking; our end waits in recv.
+        let flags = fcntl(fd, F_GETFL)
+        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
         let ended = self.ended
+        ended.descriptor.withLock { $0 = fd }
         Thread.detachNewThread {
-            Self.read(fd, wake: wakeRead, queue: queue, ended: ended, onValue: onValue, onClose: onClose)
-            _ = Glibc.close(fd)
-            if wakeRead >= 0 { _ = Glibc.close(wakeRead) }
+            Self.read(fd, queue: queue, ended: ended, onValue: onValue, onClose: onClose)
+            ended.descriptor.withLock { descriptor in
+                if descriptor >= 0 { _ = Glibc.close(descriptor) }
+                descriptor = -1
+            }
         }
     }
 
-    /// The reading thread: waits, then drains every datagram on `queue`, until the end.
+    /// The reading thread: one blocking `recv` per datagram, each delivered on `queue`, until the end.
     private static func read(
-        _ fd: Int32, wake: Int32, queue: DispatchQueue, ended: EndFlag,
+        _ fd: Int32, queue: DispatchQueue, ended: EndFlag,
         onValue: @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @Sendable () -> Void
     ) {
         // An ATT value is at most 512 bytes; a bigger buffer lets an oversized datagram show as one.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8)
         defer { buffer.deallocate() }
-        var watched = [
-            pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
-        ]
         while !ended.value.load(ordering: .relaxed) {
-            let ready = poll(&watched, wake >= 0 ? 2 : 1, -1)
-            if ready < 0 && errno == EINTR { continue }
-            if ready < 0 || (wake >= 0 && watched[1].revents != 0) { return }
-            let peerGone = queue.sync { () -> Bool in
-                while !ended.value.load(ordering: .relaxed) {
-                    let count = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-                    if count > 0 || (count == 0 && !peerClosed(fd)) {
-                        // An empty datagram is an empty notification, not the end: recv returns 0
-                        // for both, and only the hang-up tells them apart.
-                        onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-                        continue
-                    }
-                    if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return false }
-                    // End of stream (bluetoothd closed its end); any other error ends it too.
-                    if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
-                    return true
-                }
-                return false
+            let count = recv(fd, buffer.baseAddress, buffer.count, 0)
+            if count < 0 && errno == EINTR { continue }
+            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
+                // Still non-blocking (fcntl failed): wait for data or the shutdown, then again.
+                var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, -1)
+                continue
             }
-            if peerGone { return }
+            if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
+            // recv returns 0 for an empty datagram (an empty notification, a value) and at the
+            // end of the stream; only the hang-up tells them apart.
+            guard count > 0 || (count == 0 && !peerClosed(fd)) else {
+                // End of stream (bluetoothd closed its end); any other error ends it too.
+                if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
+                return
+            }
+            queue.sync {
+                guard !ended.value.load(ordering: .relaxed) else { return }
+                onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            }
         }
     }
 
@@ -99,22 +96,25 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         return entry.revents & (Int16(POLLHUP | POLLERR) | rdhup) != 0
     }
 
-    /// Releases the notification session: our end closes (bluetoothd then unsubscribes) as the
-    /// reading thread ends. Idempotent; never waits for that thread.
+    /// Releases the notification session: our end shuts down (bluetoothd then unsubscribes, as
+    /// when it closes) and the reading thread, woken by it, closes the descriptor. Idempotent;
+    /// never waits for that thread.
     package func close() {
-        ended.value.store(true, ordering: .relaxed)
-        guard wakeWrite >= 0, !ended.wakeClosed.exchange(true, ordering: .relaxed) else { return }
-        var byte: UInt8 = 1
-        _ = send(wakeWrite, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-        _ = Glibc.close(wakeWrite)
+        guard !ended.value.exchange(true, ordering: .relaxed) else {
+            // Ended by bluetoothd or an error: the thread closes the descriptor on its way out.
+            return
+        }
+        ended.descriptor.withLock { descriptor in
+            if descriptor >= 0 { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+        }
     }
 
     deinit { close() }
 }
 
-/// Whether the session has ended (so `onClose` runs at most once, and never after `close()`).
+/// Whether the session has ended (so `onClose` runs at most once, and never after `close()`),
+/// and the descriptor while the reading thread has it open (-1 after it closed it).
 private final class EndFlag: Sendable {
     let value = Atomic<Bool>(false)
-    /// Whether ``BlueZNotifySocket/close()`` closed the waking end already.
-    let wakeClosed = Atomic<Bool>(false)
+    let descriptor = Mutex<Int32>(-1)
 }

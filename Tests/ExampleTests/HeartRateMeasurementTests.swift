@@ -45,4 +45,17 @@ import Testing
             beatsPerMinute: 72, sensorContact: .detected, energyExpended: 12, rrIntervals: [850])
         #expect(measurement.summary == "72 bpm, sensor contact, 12 kJ, RR 0.83 s")
     }
+
+    @Test func intervalsReadAsPrintfWouldPrintThem() {
+        // Every 16-bit interval in 1/1024 s, ties (…0.125, 0.375 s) included: the hand-written
+        // formatting must agree with String(format: "%.2f") everywhere.
+        for rr in stride(from: 0, through: Int(UInt16.max), by: 1) {
+            let measurement = HeartRateMeasurement(beatsPerMinute: 60, rrIntervals: [UInt16(rr)])
+            let expected = String(format: "%.2f", Double(rr) / 1024)
+            guard measurement.summary.hasSuffix("RR \(expected) s") else {
+                Issue.record("\(rr)/1024 s: \(measurement.summary), expected \(expected)")
+                return
+            }
+        }
+    }
 }

@@ -5,19 +5,19 @@ import Dispatch
     import Glibc
 #endif
 
-/// The main loop, modelled on BlueZ's `gdbus/mainloop.c`: libdbus watches
-/// become dispatch read/write sources, libdbus timeouts become dispatch timers,
+/// The main loop, modelled on BlueZ's `gdbus/mainloop.c`: a libdbus read watch becomes a
+/// thread of its own that handles it inside `queue.sync` (``DBusReadWatchThread``), a write
+/// watch a dispatch write source, libdbus timeouts dispatch timers,
 /// and the dispatch-status callback only schedules a drain on the queue —
 /// never dispatching inside a libdbus callback.
 ///
 /// libdbus calls the watch and timeout functions while it holds the
 /// connection's lock, so they only create, toggle and cancel sources.
 extension DBusConnection {
-    /// The dispatch sources of one `DBusWatch`.
+    /// The reading thread and the dispatch write source of one `DBusWatch`.
     final class WatchSources {
-        var read: (any DispatchSourceRead)?
+        var read: DBusReadWatchThread?
         var write: (any DispatchSourceWrite)?
-        var readRunning = false
         var writeRunning = false
     }
 
@@ -118,11 +118,13 @@ extension DBusConnection {
         let flags = dbus_watch_get_flags(watch)
         let sources = WatchSources()
         if flags & DBUS_WATCH_READABLE.rawValue != 0 {
-            let sourceFD = Self.duplicateForSource(fd)
-            let source = DispatchSource.makeReadSource(fileDescriptor: sourceFD, queue: queue)
-            source.setEventHandler { [weak self] in self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue) }
-            if sourceFD != fd { source.setCancelHandler { _ = Glibc.close(sourceFD) } }
-            sources.read = source
+            let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
+            if duplicate >= 0 {
+                nonisolated(unsafe) let (key, watch) = (key, watch)
+                sources.read = DBusReadWatchThread(descriptor: duplicate, queue: queue) { [weak self] in
+                    self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue)
+                }
+            }
         }
         if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
             let sourceFD = Self.duplicateForSource(fd)
@@ -148,8 +150,8 @@ extension DBusConnection {
     }
 
     private func handleWatch(_ key: UnsafeMutableRawPointer, _ watch: OpaquePointer, _ condition: UInt32) {
-        // The watch may have been removed while this event was queued.
-        guard watches[key] != nil else { return }
+        // The watch may have been removed or disabled while this event was on its way.
+        guard watches[key] != nil, dbus_watch_get_enabled(watch) != 0 else { return }
         _ = dbus_watch_handle(watch, condition)
         drain()
     }
@@ -157,10 +159,7 @@ extension DBusConnection {
     private func toggleWatch(_ watch: OpaquePointer) {
         guard let sources = watches[UnsafeMutableRawPointer(watch)] else { return }
         let enabled = dbus_watch_get_enabled(watch) != 0
-        if let read = sources.read, sources.readRunning != enabled {
-            if enabled { read.resume() } else { read.suspend() }
-            sources.readRunning = enabled
-        }
+        sources.read?.setEnabled(enabled)
         if let write = sources.write, sources.writeRunning != enabled {
             if enabled { write.resume() } else { write.suspend() }
             sources.writeRunning = enabled
@@ -172,13 +171,10 @@ extension DBusConnection {
         cancel(sources)
     }
 
-    /// Cancels both sources; a suspended source is resumed after cancelling,
-    /// because libdispatch must not release a suspended source.
+    /// Ends the reading thread and cancels the write source; a suspended source is resumed after
+    /// cancelling, because libdispatch must not release a suspended source.
     private func cancel(_ sources: WatchSources) {
-        if let read = sources.read {
-            read.cancel()
-            if !sources.readRunning { read.resume() }
-        }
+        sources.read?.cancel()
         if let write = sources.write {
             write.cancel()
             if !sources.writeRunning { write.resume() }

@@ -1,0 +1,131 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The thread that waits for a connection's socket to become readable and handles it inside
+/// `queue.sync` — in place of a dispatch read source.
+///
+/// A dispatch source wakes libdispatch's event thread, which then wakes a worker for the queue:
+/// two thread wake-ups per incoming message, and the message is decoded on whichever worker
+/// libdispatch picks. With glibc that spreads a long stream of messages (a scan with duplicates)
+/// over many malloc arenas, which keep the memory each held; `queue.sync` from one thread of
+/// our own runs the handler on that thread (libdispatch runs a sync block on the caller), so a
+/// message costs one wake-up and its allocations stay in one arena. Everything else that runs
+/// on `queue` still does, and handlers keep the queue's exclusivity.
+///
+/// libdbus enables and disables the watch, and removes it, from inside its own calls (holding
+/// its lock): ``setEnabled(_:)`` and ``cancel()`` only record that and wake the thread through a
+/// socket pair, never waiting. The thread polls a duplicate of the socket that it closes itself
+/// when it ends, so a descriptor number the process reuses is never polled.
+final class DBusReadWatchThread: Sendable {
+    private struct State {
+        var enabled = false
+        var cancelled = false
+        /// The end written to wake the thread; -1 once cancelled (closed under the lock).
+        var wakeWrite: Int32 = -1
+    }
+
+    private final class Shared: Sendable {
+        let state = Mutex(State())
+    }
+
+    private let shared = Shared()
+
+    /// Starts the thread for `descriptor` (taken over: closed when the thread ends); while
+    /// enabled, each time it is readable `onReadable` runs inside `queue.sync`.
+    init(descriptor: Int32, queue: DispatchQueue, onReadable: @escaping @Sendable () -> Void) {
+        // A socket pair, not a pipe: waking a thread that already ended must not raise SIGPIPE.
+        var pair: [Int32] = [-1, -1]
+        let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+        if socketpair(AF_UNIX, flags, 0, &pair) != 0 { pair = [-1, -1] }
+        shared.state.withLock { $0.wakeWrite = pair[1] }
+        let wake = pair[0]
+        let shared = self.shared
+        Thread.detachNewThread {
+            Self.run(descriptor, wake: wake, shared: shared, queue: queue, onReadable: onReadable)
+            _ = Glibc.close(descriptor)
+            if wake >= 0 { _ = Glibc.close(wake) }
+        }
+    }
+
+    private static func run(
+        _ fd: Int32, wake: Int32, shared: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
+    ) {
+        let state = shared
+        guard wake >= 0 else {
+            // No socket pair (descriptor limit): poll with a timeout so that changes are seen.
+            return fallbackLoop(fd, shared: shared, queue: queue, onReadable: onReadable)
+        }
+        var watched = [
+            pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+        ]
+        while true {
+            let current = state.state.withLock { $0 }
+            if current.cancelled { return }
+            watched[0].revents = 0
+            watched[1].revents = 0
+            let ready = poll(&watched, current.enabled ? 2 : 1, -1)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            if watched[0].revents != 0 {
+                var bytes: (UInt64, UInt64) = (0, 0)
+                _ = recv(wake, &bytes, 16, Int32(MSG_DONTWAIT))
+                continue
+            }
+            if current.enabled && watched[1].revents != 0 {
+                queue.sync { if !state.state.withLock({ $0.cancelled }) { onReadable() } }
+            }
+        }
+    }
+
+    /// Only when the socket pair failed: poll with a timeout so that changes are seen.
+    private static func fallbackLoop(
+        _ fd: Int32, shared state: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
+    ) {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let current = state.state.withLock { $0 }
+            if current.cancelled { return }
+            entry.revents = 0
+            let ready = current.enabled ? poll(&entry, 1, 5) : poll(nil, 0, 5)
+            if ready > 0 && entry.revents != 0 {
+                queue.sync { if !state.state.withLock({ $0.cancelled }) { onReadable() } }
+            }
+        }
+    }
+
+    /// Whether the socket is watched (libdbus toggles it: it stops reading while its incoming
+    /// queue is full). Never blocks.
+    func setEnabled(_ enabled: Bool) {
+        shared.state.withLock { state in
+            guard state.enabled != enabled, !state.cancelled else { return }
+            state.enabled = enabled
+            Self.signal(state.wakeWrite)
+        }
+    }
+
+    /// Ends the thread; it closes the descriptor on its way out. Idempotent; never blocks.
+    func cancel() {
+        shared.state.withLock { state in
+            guard !state.cancelled else { return }
+            state.cancelled = true
+            Self.signal(state.wakeWrite)
+            if state.wakeWrite >= 0 { _ = Glibc.close(state.wakeWrite) }
+            state.wakeWrite = -1
+        }
+    }
+
+    deinit { cancel() }
+
+    private static func signal(_ descriptor: Int32) {
+        guard descriptor >= 0 else { return }
+        var byte: UInt8 = 1
+        _ = send(descriptor, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+    }
+}

@@ -55,7 +55,6 @@ final class DBusReadWatchThread: Sendable {
     private static func run(
         _ fd: Int32, wake: Int32, shared: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
     ) {
-        let state = shared
         guard wake >= 0 else {
             // No socket pair (descriptor limit): poll with a timeout so that changes are seen.
             return fallbackLoop(fd, shared: shared, queue: queue, onReadable: onReadable)
@@ -64,7 +63,7 @@ final class DBusReadWatchThread: Sendable {
             pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            let current = state.state.withLock { $0 }
+            let current = shared.state.withLock { $0 }
             if current.cancelled { return }
             watched[0].revents = 0
             watched[1].revents = 0
@@ -79,23 +78,23 @@ final class DBusReadWatchThread: Sendable {
                 continue
             }
             if current.enabled && watched[1].revents != 0 {
-                queue.sync { if !state.state.withLock({ $0.cancelled }) { onReadable() } }
+                queue.sync { if !shared.state.withLock({ $0.cancelled }) { onReadable() } }
             }
         }
     }
 
     /// Only when the socket pair failed: poll with a timeout so that changes are seen.
     private static func fallbackLoop(
-        _ fd: Int32, shared state: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
+        _ fd: Int32, shared: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
     ) {
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         while true {
-            let current = state.state.withLock { $0 }
+            let current = shared.state.withLock { $0 }
             if current.cancelled { return }
             entry.revents = 0
             let ready = current.enabled ? poll(&entry, 1, 5) : poll(nil, 0, 5)
             if ready > 0 && entry.revents != 0 {
-                queue.sync { if !state.state.withLock({ $0.cancelled }) { onReadable() } }
+                queue.sync { if !shared.state.withLock({ $0.cancelled }) { onReadable() } }
             }
         }
     }

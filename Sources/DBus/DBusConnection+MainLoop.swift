@@ -118,12 +118,14 @@ extension DBusConnection {
         let flags = dbus_watch_get_flags(watch)
         let sources = WatchSources()
         if flags & DBUS_WATCH_READABLE.rawValue != 0 {
+            // The thread polls a duplicate it closes itself (libdbus closes its socket right after
+            // removing the watch); without one (no descriptor left) it polls libdbus's own.
             let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
-            if duplicate >= 0 {
-                nonisolated(unsafe) let (key, watch) = (key, watch)
-                sources.read = DBusReadWatchThread(descriptor: duplicate, queue: queue) { [weak self] in
-                    self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue)
-                }
+            nonisolated(unsafe) let (key, watch) = (key, watch)
+            sources.read = DBusReadWatchThread(
+                descriptor: duplicate >= 0 ? duplicate : fd, closesDescriptor: duplicate >= 0, queue: queue
+            ) { [weak self] in
+                self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue)
             }
         }
         if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {

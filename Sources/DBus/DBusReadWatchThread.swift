@@ -35,9 +35,12 @@ final class DBusReadWatchThread: Sendable {
 
     private let shared = Shared()
 
-    /// Starts the thread for `descriptor` (taken over: closed when the thread ends); while
-    /// enabled, each time it is readable `onReadable` runs inside `queue.sync`.
-    init(descriptor: Int32, queue: DispatchQueue, onReadable: @escaping @Sendable () -> Void) {
+    /// Starts the thread for `descriptor` (closed when the thread ends if `closesDescriptor`);
+    /// while enabled, each time it is readable `onReadable` runs inside `queue.sync`.
+    init(
+        descriptor: Int32, closesDescriptor: Bool = true, queue: DispatchQueue,
+        onReadable: @escaping @Sendable () -> Void
+    ) {
         // A socket pair, not a pipe: waking a thread that already ended must not raise SIGPIPE.
         var pair: [Int32] = [-1, -1]
         let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
@@ -47,7 +50,7 @@ final class DBusReadWatchThread: Sendable {
         let shared = self.shared
         Thread.detachNewThread {
             Self.run(descriptor, wake: wake, shared: shared, queue: queue, onReadable: onReadable)
-            _ = Glibc.close(descriptor)
+            if closesDescriptor { _ = Glibc.close(descriptor) }
             if wake >= 0 { _ = Glibc.close(wake) }
         }
     }

@@ -122,7 +122,8 @@ import Testing
             let first = Restorer()
             let central = fixture.manager(first)
             released.value = central
-            try await waitUntil("powered on") { central.state == .poweredOn }
+            // The state changes just before the delegate hears of it: wait for the call itself.
+            try await waitUntil("powered on") { !first.events.isEmpty }
             #expect(first.events == ["state poweredOn"], "no saved state: no willRestoreState")
             let lock = try await firstDiscovery(
                 central, scanningFor: [BluetoothUUID(0x180D)], advertising: fixture.sensor)

@@ -57,7 +57,8 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         }
     }
 
-    /// The reading thread: one blocking `recv` per datagram, each delivered on `queue`, until the end.
+    /// The reading thread: waits in a blocking `recv`, then delivers that datagram and any that
+    /// came meanwhile in one `queue.sync`, until the end.
     private static func read(
         _ fd: Int32, queue: DispatchQueue, ended: EndFlag,
         onValue: @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @Sendable () -> Void
@@ -65,42 +66,57 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         // An ATT value is at most 512 bytes; a bigger buffer lets an oversized datagram show as one.
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8)
         defer { buffer.deallocate() }
+        func deliver(_ count: Int) { onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
         while !ended.value.load(ordering: .relaxed) {
-            let count = recv(fd, buffer.baseAddress, buffer.count, 0)
-            if count < 0 && errno == EINTR { continue }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                // Still non-blocking (fcntl failed): wait for data or the shutdown, then again.
+            let first = receive(fd, into: buffer, flags: 0)
+            if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
+            switch first {
+            case .nothing:
+                // Interrupted, or still non-blocking (fcntl failed): wait for data or the shutdown.
                 var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
                 _ = poll(&entry, 1, -1)
-                continue
-            }
-            if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
-            // recv returns 0 for an empty datagram (an empty notification, a value) and at the
-            // end of the stream; only the hang-up tells them apart.
-            guard count > 0 || (count == 0 && !peerClosed(fd)) else {
-                // End of stream (bluetoothd closed its end); any other error ends it too.
+            case .end:
                 if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
                 return
-            }
-            let peerGone = queue.sync { () -> Bool in
-                guard !ended.value.load(ordering: .relaxed) else { return false }
-                onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-                // Those that came meanwhile go in the same visit to the queue (a burst costs one
-                // queue.sync and one recv more, not one each).
-                while !ended.value.load(ordering: .relaxed) {
-                    let more = recv(fd, buffer.baseAddress, buffer.count, Int32(MSG_DONTWAIT))
-                    if more > 0 || (more == 0 && !peerClosed(fd)) {
-                        onValue(UnsafeRawBufferPointer(rebasing: buffer[..<more]))
-                        continue
+            case .value(let count):
+                let peerGone = queue.sync { () -> Bool in
+                    guard !ended.value.load(ordering: .relaxed) else { return false }
+                    deliver(count)
+                    // Those that came meanwhile go in the same visit to the queue (a burst costs
+                    // one queue.sync and one recv more, not one each).
+                    while !ended.value.load(ordering: .relaxed) {
+                        switch receive(fd, into: buffer, flags: Int32(MSG_DONTWAIT)) {
+                        case .value(let count): deliver(count)
+                        case .nothing: return false
+                        case .end:
+                            if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
+                            return true
+                        }
                     }
-                    if more < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return false }
-                    if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
-                    return true
+                    return false
                 }
-                return false
+                if peerGone { return }
             }
-            if peerGone { return }
         }
+    }
+
+    /// What one `recv` gave.
+    private enum Received {
+        /// A datagram of this many bytes (0: an empty notification, a value).
+        case value(Int)
+        /// Nothing yet (`EAGAIN`, `EINTR`).
+        case nothing
+        /// bluetoothd closed its end, or reading failed.
+        case end
+    }
+
+    /// One `recv`: recv returns 0 both for an empty datagram and at the end of the stream; only
+    /// the hang-up tells them apart.
+    private static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, flags: Int32) -> Received {
+        let count = recv(fd, buffer.baseAddress, buffer.count, flags)
+        if count > 0 || (count == 0 && !peerClosed(fd)) { return .value(count) }
+        if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return .nothing }
+        return .end
     }
 
     /// Whether the other end of `fd` has gone (`POLLHUP` / `POLLRDHUP`).

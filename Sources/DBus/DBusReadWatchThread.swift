@@ -58,10 +58,9 @@ final class DBusReadWatchThread: Sendable {
     private static func run(
         _ fd: Int32, wake: Int32, shared: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
     ) {
-        guard wake >= 0 else {
-            // No socket pair (descriptor limit): poll with a timeout so that changes are seen.
-            return fallbackLoop(fd, shared: shared, queue: queue, onReadable: onReadable)
-        }
+        // Without a socket pair (descriptor limit) poll ignores the negative descriptor, and a
+        // timeout lets changes be seen.
+        let timeout: Int32 = wake >= 0 ? -1 : 5
         var watched = [
             pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
         ]
@@ -70,7 +69,7 @@ final class DBusReadWatchThread: Sendable {
             if current.cancelled { return }
             watched[0].revents = 0
             watched[1].revents = 0
-            let ready = poll(&watched, current.enabled ? 2 : 1, -1)
+            let ready = poll(&watched, current.enabled ? 2 : 1, timeout)
             if ready < 0 {
                 if errno == EINTR { continue }
                 return
@@ -81,22 +80,6 @@ final class DBusReadWatchThread: Sendable {
                 continue
             }
             if current.enabled && watched[1].revents != 0 {
-                queue.sync { if !shared.state.withLock({ $0.cancelled }) { onReadable() } }
-            }
-        }
-    }
-
-    /// Only when the socket pair failed: poll with a timeout so that changes are seen.
-    private static func fallbackLoop(
-        _ fd: Int32, shared: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
-    ) {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        while true {
-            let current = shared.state.withLock { $0 }
-            if current.cancelled { return }
-            entry.revents = 0
-            let ready = current.enabled ? poll(&entry, 1, 5) : poll(nil, 0, 5)
-            if ready > 0 && entry.revents != 0 {
                 queue.sync { if !shared.state.withLock({ $0.cancelled }) { onReadable() } }
             }
         }

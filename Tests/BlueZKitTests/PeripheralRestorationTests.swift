@@ -58,39 +58,47 @@ import Testing
         weak var value: PeripheralManager?
     }
 
+    /// A simulated BlueZ and manager options with a restore identifier and a store in a fresh
+    /// temporary directory; `tearDown` stops and removes both.
+    struct Rig {
+        let directory: URL
+        let bluez: SimulatedBlueZ
+        let options: CentralManagerOptions
+        var store: RestorationStore { RestorationStore(directory: directory) }
+
+        static func start(_ identifier: String) async throws -> Rig {
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "bluezkit-prest-\(UUID().uuidString)")
+            let bluez = try await SimulatedBlueZ.start()
+            return Rig(
+                directory: directory, bluez: bluez,
+                options: CentralManagerOptions(
+                    restoreIdentifier: identifier, busAddress: bluez.busAddress,
+                    restorationStore: RestorationStore(directory: directory)))
+        }
+
+        func tearDown() {
+            bluez.stop()
+            try? FileManager.default.removeItem(at: directory)
+        }
+    }
+
     @Test func aRelaunchedPeripheralPublishesAndAdvertisesAgainOnItsOwn() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "bluezkit-prest-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let bluez = try await SimulatedBlueZ.start()
-        defer { bluez.stop() }
-        let options = CentralManagerOptions(
-            restoreIdentifier: "heart-rate-sensor", busAddress: bluez.busAddress,
-            restorationStore: RestorationStore(directory: directory))
+        let rig = try await Rig.start("heart-rate-sensor")
+        defer { rig.tearDown() }
+        let (bluez, options) = (rig.bluez, rig.options)
         let adapter = try #require(bluez.adapters.first)
         let released = WeakManager()
         do {
             let first = Publisher()
-            let manager = PeripheralManager(delegate: first, queue: first.queue, options: options)
+            let manager = try await Self.publish(first, options: options)
             released.value = manager
-            try await waitUntil("powered on") { manager.state == .poweredOn }
-            let service = MutableService(type: BluetoothUUID(0x180D), primary: true)
-            service.characteristics = [
-                MutableCharacteristic(type: BluetoothUUID(0x2A37), properties: [.notify], value: nil, permissions: []),
-                MutableCharacteristic(
-                    type: BluetoothUUID(0x2A38), properties: [.read], value: Data([0x03]), permissions: [.readable]),
-            ]
-            manager.add(service)
-            try await waitUntil("added") { first.events.contains("added 180D") }
             manager.startAdvertising([
                 CBAdvertisementDataLocalNameKey: "HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)],
             ])
             try await waitUntil("advertising") { first.events.contains("advertising") }
-            #expect(
-                PeripheralManager.savedRestoreIdentifiers(in: RestorationStore(directory: directory)) == [
-                    "heart-rate-sensor"
-                ])
-            #expect(CentralManager.savedRestoreIdentifiers(in: RestorationStore(directory: directory)).isEmpty)
+            #expect(PeripheralManager.savedRestoreIdentifiers(in: rig.store) == ["heart-rate-sensor"])
+            #expect(CentralManager.savedRestoreIdentifiers(in: rig.store).isEmpty)
         }
         try await waitUntil("the first manager is released") { released.value == nil }
         try await waitUntil("bluetoothd dropped its registrations") {
@@ -121,7 +129,8 @@ import Testing
         #expect(manager.updateValue(Data([0, 70]), for: measurement, onSubscribedCentrals: nil))
     }
 
-    /// A manager that publishes a Heart Rate service and advertises, with a restore identifier.
+    /// A powered-on manager that has published a Heart Rate service (a notifying measurement,
+    /// a static body sensor location).
     static func publish(_ delegate: Publisher, options: CentralManagerOptions) async throws -> PeripheralManager {
         let manager = PeripheralManager(delegate: delegate, queue: delegate.queue, options: options)
         try await waitUntil("powered on") { manager.state == .poweredOn }
@@ -137,14 +146,9 @@ import Testing
     }
 
     @Test func subscribedCentralsAreRestoredThenReportedGoneUntilTheySubscribeAgain() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "bluezkit-psub-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let bluez = try await SimulatedBlueZ.start()
-        defer { bluez.stop() }
-        let options = CentralManagerOptions(
-            restoreIdentifier: "subscribed-sensor", busAddress: bluez.busAddress,
-            restorationStore: RestorationStore(directory: directory))
+        let rig = try await Rig.start("subscribed-sensor")
+        defer { rig.tearDown() }
+        let (bluez, options) = (rig.bluez, rig.options)
         let adapter = try #require(bluez.adapters.first)
         let central = try bluez.addCentral(address: "11:22:33:44:55:77", mtu: 100)
         let released = WeakManager()
@@ -186,21 +190,15 @@ import Testing
 
         // What is saved now is the new subscription: a third process restores it again.
         withExtendedLifetime(manager) {}
-        let store = RestorationStore(directory: directory)
         try await waitUntil("the new subscription saved") {
-            Self.savedSubscribers(in: store).contains(identifier.uuidString)
+            Self.savedSubscribers(in: rig.store).contains(identifier.uuidString)
         }
     }
 
     @Test func hostileSubscribedCentralsInTheFileAreKeptInRange() async throws {
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "bluezkit-psub-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let bluez = try await SimulatedBlueZ.start()
-        defer { bluez.stop() }
-        let options = CentralManagerOptions(
-            restoreIdentifier: "hostile", busAddress: bluez.busAddress,
-            restorationStore: RestorationStore(directory: directory))
+        let rig = try await Rig.start("hostile")
+        defer { rig.tearDown() }
+        let (directory, options) = (rig.directory, rig.options)
         let released = WeakManager()
         do {
             let first = Publisher()

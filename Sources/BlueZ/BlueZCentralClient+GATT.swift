@@ -141,13 +141,16 @@ extension BlueZCentralClient {
             arguments: [.string(BlueZNames.device.rawValue), .string("ServicesResolved")])
     }
 
-    /// `ReadValue({offset})` on a characteristic or descriptor.
+    /// `ReadValue({offset})` on a characteristic or descriptor; tried again while the peripheral
+    /// answers Database Out Of Sync.
     package func readValue(_ id: AttributeID, descriptor: Bool, offset: UInt16 = 0) async throws(DBusError) -> [UInt8] {
         let options: [String: DBusValue] = offset == 0 ? [:] : ["offset": .uint16(offset)]
-        let reply = try await connection.call(
-            destination: BlueZNames.service, path: id.path,
-            interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic, member: "ReadValue",
-            arguments: [.stringVariantDictionary(options)])
+        let reply = try await retryingOutOfSync { () async throws(DBusError) in
+            try await connection.call(
+                destination: BlueZNames.service, path: id.path,
+                interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic,
+                member: "ReadValue", arguments: [.stringVariantDictionary(options)])
+        }
         guard let bytes = reply.first?.bytesValue else {
             throw DBusError(.invalidArgs, "ReadValue answered '\(reply.map(\.signature.rawValue).joined())', not 'ay'")
         }
@@ -155,9 +158,13 @@ extension BlueZCentralClient {
     }
 
     /// `StartNotify` / `StopNotify`; values then arrive as `PropertiesChanged` on `Value`.
+    /// `StartNotify` is tried again while the peripheral answers Database Out Of Sync (bluetoothd
+    /// ends the session it began before it replies with that error).
     package func setNotify(_ id: AttributeID, enabled: Bool) async throws(DBusError) {
-        _ = try await connection.call(
-            destination: BlueZNames.service, path: id.path, interface: BlueZNames.gattCharacteristic,
-            member: enabled ? "StartNotify" : "StopNotify")
+        _ = try await retryingOutOfSync { () async throws(DBusError) in
+            try await connection.call(
+                destination: BlueZNames.service, path: id.path, interface: BlueZNames.gattCharacteristic,
+                member: enabled ? "StartNotify" : "StopNotify")
+        }
     }
 }

@@ -50,7 +50,7 @@ final class CentralEngine: @unchecked Sendable {
 
     init(
         manager: CentralManager, connection: DBusConnection, adapter: String?, pairingAgent: Bool,
-        usesNotifySockets: Bool = true
+        usesNotifySockets: Bool = false
     ) {
         self.manager = manager
         self.usesNotifySockets = usesNotifySockets

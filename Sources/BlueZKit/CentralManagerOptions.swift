@@ -19,13 +19,19 @@ public struct CentralManagerOptions: Sendable, Hashable {
     /// and pairing fails.
     public var registersPairingAgent: Bool
     /// Linux: receive notifications through `AcquireNotify`'s socket where bluetoothd offers it
-    /// (true, the default), or always through `StartNotify`'s `PropertiesChanged` signals.
+    /// (true), or always through `StartNotify`'s `PropertiesChanged` signals (false, the default).
     ///
-    /// The socket costs a fraction of the signal path's CPU. Its known caveat comes from
-    /// bluetoothd: notifications that a peripheral sends before it answered the write of its
-    /// Client Characteristic Configuration descriptor are dropped, where `StartNotify` keeps
-    /// them. Set false for such peripherals. A socket that bluetoothd closes while the link
-    /// stays up is replaced by `StartNotify` without the app doing anything.
+    /// The socket costs a fraction of the signal path's CPU, but bluetoothd before 5.84 mishandles
+    /// it when the peripheral refuses the write of its Client Characteristic Configuration
+    /// descriptor (for instance with ATT's Database Out Of Sync while the peripheral changes its
+    /// services): `AcquireNotify` is never answered and the characteristic stays locked
+    /// ("Notify acquired") until the link ends, when bluetoothd frees it twice
+    /// (`register_notify_io_cb` in `src/gatt-client.c`, fixed by BlueZ commit 476ae809a).
+    /// bluetoothd also drops notifications that a peripheral sends before it answered that
+    /// write on the socket path, where `StartNotify` keeps them. Set true for peripherals whose
+    /// services do not change while connected, on a bluetoothd you know. A socket that
+    /// bluetoothd closes while the link stays up is replaced by `StartNotify` without the app
+    /// doing anything.
     public var usesNotifySockets: Bool
     /// The adapter to use: `"hci1"`, or its address such as `"00:AA:01:00:00:23"`; nil for the first one.
     public var adapter: String?
@@ -36,7 +42,7 @@ public struct CentralManagerOptions: Sendable, Hashable {
     public init(
         showPowerAlert: Bool = false, restoreIdentifier: String? = nil, adapter: String? = nil,
         busAddress: String? = nil, restorationStore: RestorationStore? = nil, registersPairingAgent: Bool = true,
-        usesNotifySockets: Bool = true
+        usesNotifySockets: Bool = false
     ) {
         self.usesNotifySockets = usesNotifySockets
         self.showPowerAlert = showPowerAlert

@@ -94,7 +94,7 @@ struct CentralFixture {
 
     static func make(
         adapters: [SimulatedAdapter.Configuration] = [.default], waitForPower: Bool = true,
-        usesNotifySockets: Bool = true
+        usesNotifySockets: Bool = CentralManagerOptions().usesNotifySockets
     ) async throws -> CentralFixture {
         let bluez = try await SimulatedBlueZ.start(adapters: adapters)
         let delegate = RecordingCentralDelegate()

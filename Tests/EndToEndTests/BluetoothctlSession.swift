@@ -1,3 +1,4 @@
+import ExampleSupport
 import Foundation
 import Synchronization
 
@@ -34,6 +35,14 @@ final class BluetoothctlSession: Sendable {
         close(fromChild[1])
         self.pid = pid
         self.input = toChild[1]
+        let registered = collected
+        let started = pid
+        let stop: @Sendable () -> Void = {
+            guard !registered.exited.load(ordering: .acquiring) else { return }
+            kill(started, SIGKILL)
+            for _ in 0..<250 where !registered.exited.load(ordering: .acquiring) { usleep(20_000) }
+        }
+        RunningPrograms.register("bluetoothctl", output: { registered.text.withLock { $0 } }, stop: stop)
         let output = fromChild[0]
         let collected = self.collected
         let child = pid
@@ -74,14 +83,10 @@ final class BluetoothctlSession: Sendable {
     }
 
     /// An adapter's address, from bluetoothd (`busctl get-property`).
-    static func address(of adapter: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
-        process.arguments = ["get-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Address"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    static func address(of adapter: String) async throws -> String {
+        let text = try await Tool.output(
+            "/usr/bin/busctl",
+            ["get-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Address"])
         // s "00:AA:01:01:00:24"
         guard let address = text.split(separator: "\"").dropFirst().first else {
             throw CocoaError(.fileReadCorruptFile)

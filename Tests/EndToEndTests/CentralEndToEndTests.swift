@@ -8,10 +8,12 @@ import Testing
 /// `BLUEZKIT_E2E=1`): the real bluetoothd with hci0 and hci1.
 let insideEmulatedBlueZ = ProcessInfo.processInfo.environment["BLUEZKIT_E2E"] == "1"
 
-@Suite(.enabled(if: insideEmulatedBlueZ, "needs the real bluetoothd: run Scripts/test-e2e"), .serialized)
+@Suite(
+    .enabled(if: insideEmulatedBlueZ, "needs the real bluetoothd: run Scripts/test-e2e"), .serialized,
+    .endToEndScope, .endToEndFailures)
 struct EndToEndTests {
-    @Test func ourCentralAgainstBlueZsExampleGattServer() async throws {
-        try ExamplePeripheral.forgetKnownDevices()
+    @Test(.timeLimit(.minutes(3))) func ourCentralAgainstBlueZsExampleGattServer() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
         let peripheral = try ExamplePeripheral()
         defer { peripheral.stop() }
         try peripheral.start("example-gatt-server")
@@ -21,7 +23,8 @@ struct EndToEndTests {
 
         let delegate = E2ECentralDelegate()
         let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(adapter: "hci0", usesNotifySockets: true))
         try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
         // btvirt reports an advertisement only when advertising or scanning is switched on: scan first.
         central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
@@ -68,7 +71,7 @@ struct EndToEndTests {
             peripheral.log("example-gatt-server").components(separatedBy: "Energy Expended field reset").count - 1 >= 2
         }
 
-        // Notifications through AcquireNotify's socket (the default).
+        // Notifications through AcquireNotify's socket (opted in above; StartNotify is the default).
         sensor.setNotifyValue(true, for: measurement)
         try await waitUntil("two heart-rate notifications", timeout: .seconds(30)) {
             recorder.count("value 2A37") >= 2

@@ -1,3 +1,4 @@
+import ExampleSupport
 import Foundation
 import Testing
 
@@ -43,29 +44,21 @@ final class ExamplePeripheral: @unchecked Sendable {
         process.standardError = handle
         try process.run()
         processes.append(process)
+        let logText: @Sendable () -> String = { [directory] in
+            (try? String(contentsOf: directory.appendingPathComponent("\(script).log"), encoding: .utf8)) ?? ""
+        }
+        RunningPrograms.register(script, output: logText) { [weak self] in self?.stop() }
     }
 
     /// Makes hci0's bluetoothd forget every device (`bluetoothctl remove`), so that a
     /// test does not inherit the GATT database bluetoothd cached for hci1's
     /// address from an earlier test that served a different one.
-    static func forgetKnownDevices() throws {
-        let list = try run("/usr/bin/bluetoothctl", ["devices"])
+    static func forgetKnownDevices() async throws {
+        let list = try await Tool.run("/usr/bin/bluetoothctl", ["devices"]).output
         for line in list.split(separator: "\n") where line.hasPrefix("Device ") {
             let address = line.split(separator: " ")[1]
-            _ = try run("/usr/bin/bluetoothctl", ["remove", String(address)])
+            _ = try await Tool.run("/usr/bin/bluetoothctl", ["remove", String(address)])
         }
-    }
-
-    private static func run(_ tool: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
     }
 
     func log(_ script: String) -> String {

@@ -6,8 +6,8 @@ import Testing
 /// In the serialized end-to-end suite: every test uses hci0 and hci1.
 extension EndToEndTests {
     /// heart-rate-central on hci0 against heart-rate-peripheral on hci1: readings flow.
-    @Test func exampleCentralAgainstExamplePeripheral() async throws {
-        try ExamplePeripheral.forgetKnownDevices()
+    @Test(.timeLimit(.minutes(3))) func exampleCentralAgainstExamplePeripheral() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
         let central = try ExampleProgram(
             "heart-rate-central", ["--json", "--adapter", "hci0", "--name", "E2E HRM", "--count", "3"],
             busAddress: nil)
@@ -30,8 +30,8 @@ extension EndToEndTests {
     }
 
     /// heart-rate-central against BlueZ's own example-gatt-server + example-advertisement.
-    @Test func exampleCentralAgainstBlueZsExampleGattServer() async throws {
-        try ExamplePeripheral.forgetKnownDevices()
+    @Test(.timeLimit(.minutes(3))) func exampleCentralAgainstBlueZsExampleGattServer() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
         let server = try ExamplePeripheral()
         defer { server.stop() }
         try server.start("example-gatt-server")
@@ -53,10 +53,10 @@ extension EndToEndTests {
     }
 
     /// heart-rate-peripheral on hci1, read, subscribed and written by bluetoothctl on hci0.
-    @Test func examplePeripheralAgainstBluetoothctl() async throws {
-        try ExamplePeripheral.forgetKnownDevices()
-        let hci0 = try BluetoothctlSession.address(of: "hci0")
-        let hci1 = try BluetoothctlSession.address(of: "hci1")
+    @Test(.timeLimit(.minutes(3))) func examplePeripheralAgainstBluetoothctl() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let hci0 = try await BluetoothctlSession.address(of: "hci0")
+        let hci1 = try await BluetoothctlSession.address(of: "hci1")
         let ctl = try BluetoothctlSession()
         defer { ctl.stop() }
         try await pollUntil("bluetoothctl sees the controllers", timeout: .seconds(20)) { ctl.output.contains(hci0) }

@@ -13,8 +13,8 @@ extension EndToEndTests {
     /// Our peripheral on hci1 publishes a primary service that includes a secondary one (added
     /// first, on its own); our central on hci0 finds the secondary one through
     /// `discoverIncludedServices` and reads its characteristic, answered by our delegate.
-    @Test func includedServicesThroughTheRealBluetoothd() async throws {
-        try ExamplePeripheral.forgetKnownDevices()
+    @Test(.timeLimit(.minutes(3))) func includedServicesThroughTheRealBluetoothd() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
         let server = IncludedServicesServer()
         let manager = PeripheralManager(
             delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))

@@ -12,18 +12,28 @@ extension EndToEndTests {
     /// Reading characteristics that need encryption (`encrypt-read`) makes BlueZ pair the two
     /// adapters, with no bluetoothctl or other agent of anyone's running: our peripheral on hci1,
     /// our central on hci0, through the real bluetoothd.
-    @Test func readingAnEncryptedCharacteristicPairs() async throws {
+    @Test(.timeLimit(.minutes(3))) func readingAnEncryptedCharacteristicPairs() async throws {
         // No keys from earlier tests on either side: the pairing must happen here.
-        try ExamplePeripheral.forgetKnownDevices()
-        try PairingTools.removeDevices(on: "hci0")
-        try PairingTools.removeDevices(on: "hci1")
-        let hci0 = try BluetoothctlSession.address(of: "hci0")
-        let hci1 = try BluetoothctlSession.address(of: "hci1")
-        defer {
-            // Leave no keys behind for the next test (either side would otherwise re-encrypt).
-            try? PairingTools.removeDevices(on: "hci0")
-            try? PairingTools.removeDevices(on: "hci1")
+        try await ExamplePeripheral.forgetKnownDevices()
+        try await PairingTools.removeDevices(on: "hci0")
+        try await PairingTools.removeDevices(on: "hci1")
+        let hci0 = try await BluetoothctlSession.address(of: "hci0")
+        let hci1 = try await BluetoothctlSession.address(of: "hci1")
+        // Leave no keys behind for the next test (either side would otherwise re-encrypt), on
+        // every path.
+        do {
+            try await pairs(hci0: hci0, hci1: hci1)
+        } catch {
+            try? await PairingTools.removeDevices(on: "hci0")
+            try? await PairingTools.removeDevices(on: "hci1")
+            throw error
         }
+        try await PairingTools.removeDevices(on: "hci0")
+        try await PairingTools.removeDevices(on: "hci1")
+    }
+
+    /// The pairing test's body, between the removal of every key before and after it.
+    private func pairs(hci0: String, hci1: String) async throws {
 
         let server = E2EPairingPeripheralDelegate()
         let manager = PeripheralManager(
@@ -58,7 +68,7 @@ extension EndToEndTests {
         sensor.delegate = recorder
         centralManager.connect(sensor)
         try await waitUntil("connected", timeout: .seconds(60)) { sensor.state == .connected }
-        #expect(try PairingTools.paired(hci1, on: "hci0") == false, "paired before the encrypted read")
+        #expect(try await PairingTools.paired(hci1, on: "hci0") == false, "paired before the encrypted read")
         sensor.discoverServices([Self.pairingService])
         try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
         let remote = try #require(sensor.services?.first)
@@ -76,8 +86,8 @@ extension EndToEndTests {
         }
         #expect(recorder.errors.isEmpty, "\(recorder.errors)")
         #expect(remoteSecret.value == Data([0x42]))
-        #expect(try PairingTools.paired(hci1, on: "hci0") == true)
-        #expect(try PairingTools.paired(hci0, on: "hci1") == true)
+        #expect(try await PairingTools.paired(hci1, on: "hci0") == true)
+        #expect(try await PairingTools.paired(hci0, on: "hci1") == true)
 
         sensor.readValue(for: remoteDynamic)
         try await waitUntil("read the encrypted dynamic value", timeout: .seconds(30)) {
@@ -117,36 +127,24 @@ final class E2EPairingPeripheralDelegate: PeripheralManagerDelegate, @unchecked 
 /// bluetoothd's view of devices, through `busctl` (independent of bluetoothctl's default adapter).
 enum PairingTools {
     /// `Device1.Paired` of the device with `address` under `adapter`; nil when there is no such device.
-    static func paired(_ address: String, on adapter: String) throws -> Bool? {
+    static func paired(_ address: String, on adapter: String) async throws -> Bool? {
         let path = "/org/bluez/\(adapter)/dev_" + address.replacingOccurrences(of: ":", with: "_")
-        let (status, text) = try run(["get-property", "org.bluez", path, "org.bluez.Device1", "Paired"])
-        guard status == 0 else { return nil }
-        return text.contains("true")  // b true
+        let result = try await Tool.run(
+            "/usr/bin/busctl", ["get-property", "org.bluez", path, "org.bluez.Device1", "Paired"])
+        guard result.status == 0 else { return nil }
+        return result.output.contains("true")  // b true
     }
 
     /// `Adapter1.RemoveDevice` for every device of `adapter`: its keys go too.
-    static func removeDevices(on adapter: String) throws {
+    static func removeDevices(on adapter: String) async throws {
         let prefix = "/org/bluez/\(adapter)/dev_"
-        let (_, tree) = try run(["--list", "tree", "org.bluez"])
+        let tree = try await Tool.run("/usr/bin/busctl", ["--list", "tree", "org.bluez"]).output
         let devices = tree.split(separator: "\n").map(String.init)
             .filter { $0.hasPrefix(prefix) && !$0.dropFirst(prefix.count).contains("/") }
         for device in devices {
-            _ = try run([
-                "call", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "RemoveDevice", "o", device,
-            ])
+            _ = try await Tool.run(
+                "/usr/bin/busctl",
+                ["call", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "RemoveDevice", "o", device])
         }
-    }
-
-    private static func run(_ arguments: [String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 }

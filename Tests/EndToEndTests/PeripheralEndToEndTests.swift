@@ -12,8 +12,8 @@ extension EndToEndTests {
     static let streamCharacteristic = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000001")!
 
     /// Our heart-rate-like peripheral on hci1, our central on hci0, through the real bluetoothd.
-    @Test func ourCentralAgainstOurPeripheral() async throws {
-        try ExamplePeripheral.forgetKnownDevices()
+    @Test(.timeLimit(.minutes(3))) func ourCentralAgainstOurPeripheral() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
         let server = E2EPeripheralManagerDelegate()
         let manager = PeripheralManager(
             delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
@@ -37,7 +37,8 @@ extension EndToEndTests {
 
         let central = E2ECentralDelegate()
         let centralManager = CentralManager(
-            delegate: central, queue: central.queue, options: CentralManagerOptions(adapter: "hci0"))
+            delegate: central, queue: central.queue,
+            options: CentralManagerOptions(adapter: "hci0", usesNotifySockets: true))
         try await waitUntil("hci0 powered on", timeout: .seconds(30)) { centralManager.state == .poweredOn }
         centralManager.scanForPeripherals(withServices: [Self.testService])
         try await waitUntil("scanning") { centralManager.isScanning }

@@ -18,7 +18,7 @@ extension EndToEndTests {
     static func startExamples(centralArguments: [String] = [], peripheralArguments: [String] = [], state: String)
         async throws -> (central: ExampleProgram, peripheral: ExampleProgram)
     {
-        try ExamplePeripheral.forgetKnownDevices()
+        try await ExamplePeripheral.forgetKnownDevices()
         let environment = ["XDG_STATE_HOME": state]
         let peripheral = try ExampleProgram(
             "heart-rate-peripheral", peripheralCommand + peripheralArguments, busAddress: nil, environment: environment)
@@ -30,7 +30,7 @@ extension EndToEndTests {
         return (central, peripheral)
     }
 
-    @Test func aKilledCentralIsRestoredWithoutAScanAndValuesFlowAgain() async throws {
+    @Test(.timeLimit(.minutes(3))) func aKilledCentralIsRestoredWithoutAScanAndValuesFlowAgain() async throws {
         let state = try Self.stateDirectory()
         let arguments = ["--restore-id", "e2e-monitor"]
         let (first, peripheral) = try await Self.startExamples(centralArguments: arguments, state: state)
@@ -52,7 +52,9 @@ extension EndToEndTests {
     /// The peripheral's command line in these tests (before any `--restore-id`).
     static let peripheralCommand = ["--json", "--adapter", "hci1", "--name", "Long HRM", "--interval-ms", "250"]
 
-    @Test func aKilledPeripheralIsRestoredWithItsSubscribedCentralAndValuesFlowAgain() async throws {
+    @Test(.timeLimit(.minutes(3))) func aKilledPeripheralIsRestoredWithItsSubscribedCentralAndValuesFlowAgain()
+        async throws
+    {
         let state = try Self.stateDirectory()
         let arguments = ["--restore-id", "e2e-sensor"]
         let (central, first) = try await Self.startExamples(peripheralArguments: arguments, state: state)
@@ -85,11 +87,11 @@ extension EndToEndTests {
         #expect(try await relaunched.stop() == 0, "\(relaunched.diagnostics())")
     }
 
-    @Test func valuesFlowAgainAfterBluetoothdRestarts() async throws {
+    @Test(.timeLimit(.minutes(3))) func valuesFlowAgainAfterBluetoothdRestarts() async throws {
         let state = try Self.stateDirectory()
         let (central, peripheral) = try await Self.startExamples(state: state)
         let before = central.events("heartRate").count
-        try Bluetoothd.restart()
+        try await Bluetoothd.restart()
         // Readings that were under way when bluetoothd went do not count: only those after the
         // disconnection it caused, which need bluetoothd back, the link again and the subscription.
         try await pollUntil("readings after the restart", timeout: .seconds(120), diagnostics: central.diagnostics) {
@@ -105,10 +107,11 @@ extension EndToEndTests {
         #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
     }
 
-    @Test func aPendingConnectionCompletesWhenThePeripheralReturnsAfter75Seconds() async throws {
+    @Test(.timeLimit(.minutes(5))) func aPendingConnectionCompletesWhenThePeripheralReturnsAfter75Seconds() async throws
+    {
         let state = try Self.stateDirectory()
         let (central, peripheral) = try await Self.startExamples(state: state)
-        try Bluetoothd.setPowered("hci1", false)
+        try await Bluetoothd.setPowered("hci1", false)
         try await central.waitForEvents("disconnected", timeout: .seconds(60))
         let away = ContinuousClock.now
         // The absence itself is what this test is about: longer than BlueZ's and the kernel's
@@ -123,7 +126,7 @@ extension EndToEndTests {
             "no connection while the peripheral is away\n\(central.diagnostics())")
         #expect(central.status == nil, "the central waits; it does not give up")
         #expect(central.events("error").allSatisfy { ($0["message"] as? String)?.contains("cannot connect") != true })
-        try Bluetoothd.setPowered("hci1", true)
+        try await Bluetoothd.setPowered("hci1", true)
         try await central.waitForEvents("connected", count: settled + 1, timeout: .seconds(120))
         let readings = central.events("heartRate").count
         try await pollUntil("readings after the return", timeout: .seconds(60), diagnostics: central.diagnostics) {
@@ -135,48 +138,40 @@ extension EndToEndTests {
     }
 }
 
-/// Controlling the guest's bluetoothd and adapters with the system's own tools.
+/// Controlling the guest's bluetoothd and adapters with the system's own tools (bounded waits).
 enum Bluetoothd {
-    /// Stops bluetoothd (SIGTERM, as systemd does) and starts it again with the same command line.
-    static func restart() throws {
-        let pid = try run("/usr/bin/pgrep", ["-x", "bluetoothd"]).split(separator: "\n").first.map(String.init)
-        guard let pid, let number = Int32(pid) else { throw CocoaError(.fileNoSuchFile) }
+    /// Stops bluetoothd (SIGTERM, as systemd does) and starts it again with the same command line,
+    /// appending to the guest's bluetoothd log so that a failure report shows both.
+    static func restart() async throws {
+        let pids = try await Tool.output("/usr/bin/pgrep", ["-x", "bluetoothd"])
+        guard let pid = pids.split(separator: "\n").first.map(String.init), let number = Int32(pid) else {
+            throw ExampleProgramError(description: "no bluetoothd is running")
+        }
         let commandLine = try String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)
             .split(separator: "\0").map(String.init)
         kill(number, SIGTERM)
-        for _ in 0..<500 where kill(number, 0) == 0 { usleep(10_000) }
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("bluetoothd-restarted.log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
+        try await pollUntil("bluetoothd \(pid) exited", timeout: .seconds(10)) { kill(number, 0) != 0 }
+        let log = EndToEndScope.bluetoothdLog
+        if !FileManager.default.fileExists(atPath: log) {
+            _ = FileManager.default.createFile(atPath: log, contents: nil)
+        }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: commandLine[0])
         process.arguments = Array(commandLine.dropFirst())
-        let handle = try FileHandle(forWritingTo: log)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        try handle.seekToEnd()
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
     }
 
     /// `Adapter1.Powered` through busctl.
-    static func setPowered(_ adapter: String, _ powered: Bool) throws {
-        _ = try run(
+    static func setPowered(_ adapter: String, _ powered: Bool) async throws {
+        try await Tool.output(
             "/usr/bin/busctl",
             [
                 "set-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered", "b",
                 powered ? "true" : "false",
             ])
-    }
-
-    @discardableResult
-    static func run(_ tool: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        while process.isRunning { usleep(5_000) }
-        guard process.terminationStatus == 0 else { throw CocoaError(.executableLoad) }
-        return String(decoding: data, as: UTF8.self)
     }
 }

@@ -79,6 +79,7 @@ public final class ExampleProgram: Sendable {
         self.pid = pid
         let child = pid
         let captured = self.captured
+        Self.register(name, pid: pid, captured)
         // The status is set last, once both pipes are drained: a test that sees the program
         // ended then sees all it wrote, on standard error too.
         let errorsDrained = DispatchSemaphore(value: 0)
@@ -95,6 +96,10 @@ public final class ExampleProgram: Sendable {
                     pending.removeSubrange(...newline)
                     captured.lines.withLock { $0.append(line) }
                 }
+            }
+            if !pending.isEmpty {
+                let line = String(decoding: pending, as: UTF8.self)
+                captured.lines.withLock { $0.append(line) }
             }
             close(out.read)
             errorsDrained.wait()
@@ -114,6 +119,22 @@ public final class ExampleProgram: Sendable {
             }
             close(err.read)
             errorsDrained.signal()
+        }
+    }
+
+    /// Lists the program in ``RunningPrograms``: its output for reports, and a stop that kills
+    /// it if it still runs (its reading thread reaps it, so the pid is not reused before).
+    private static func register(_ name: String, pid: pid_t, _ captured: Captured) {
+        let render: @Sendable () -> String = {
+            let lines = captured.lines.withLock { $0 }
+            let errors = String(decoding: captured.errors.withLock { $0 }, as: UTF8.self)
+            return "--- stdout:\n\(lines.joined(separator: "\n"))\n--- stderr:\n\(errors)"
+        }
+        RunningPrograms.register(name, output: render) {
+            guard captured.exitStatus.withLock({ $0 }) == nil else { return }
+            kill(pid, SIGKILL)
+            let deadline = ContinuousClock.now + .seconds(5)
+            while captured.exitStatus.withLock({ $0 }) == nil && ContinuousClock.now < deadline { usleep(10_000) }
         }
     }
 
@@ -180,6 +201,9 @@ public final class ExampleProgram: Sendable {
 public struct ExampleProgramError: Error, CustomStringConvertible {
     /// What happened.
     public let description: String
+
+    /// An error that says `description`.
+    public init(description: String) { self.description = description }
 }
 
 /// Polls `condition` every 5 ms until it holds (no fixed sleep stands in for it); after `timeout`

@@ -1,0 +1,90 @@
+import ExampleSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// The scope every end-to-end test runs in: whatever the test started is stopped when it ends,
+/// on every path (a thrown error, a failed expectation, a time limit), so the next test starts
+/// clean; and when it failed, the programs' last lines and the part of bluetoothd's log written
+/// during the test are printed under the test's name.
+///
+/// Applied to the suite with ``Trait/endToEndScope`` and ``Trait/endToEndFailures`` (the issue
+/// handler that marks the running test failed; the suite is serialized, so one test runs at a
+/// time).
+struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
+    var isRecursive: Bool { true }
+
+    /// Whether the running test recorded an issue.
+    static let failed = Atomic<Bool>(false)
+
+    /// Where the guest's bluetoothd writes its log (`Scripts/guest/vm-init`); a restarted
+    /// bluetoothd appends to it too.
+    static let bluetoothdLog = "/run/bluez-vm/bluetoothd.log"
+
+    /// Lines of each program's output and of bluetoothd's log printed for a failed test.
+    static let reportLines = 60
+    static let logLines = 200
+
+    func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
+        testCase == nil ? nil : self
+    }
+
+    func provideScope(
+        for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
+    ) async throws {
+        let serial = RunningPrograms.lastSerial
+        let logStart = Self.logSize()
+        Self.failed.store(false, ordering: .sequentiallyConsistent)
+        var thrown: (any Error)?
+        do {
+            try await function()
+        } catch {
+            thrown = error
+        }
+        let started = RunningPrograms.remove(after: serial)
+        if thrown != nil || Self.failed.load(ordering: .sequentiallyConsistent) {
+            print(Self.report(test.name, started, logStart: logStart))
+        }
+        for program in started { program.stop() }
+        if let thrown { throw thrown }
+    }
+
+    static func logSize() -> UInt64 {
+        ((try? FileManager.default.attributesOfItem(atPath: bluetoothdLog))?[.size] as? NSNumber)?.uint64Value ?? 0
+    }
+
+    /// The failure report: each program's last lines, then bluetoothd's log since `logStart`.
+    static func report(_ test: String, _ programs: [RunningPrograms.Entry], logStart: UInt64) -> String {
+        var text = "=== \(test) failed: what it started, and bluetoothd's log during it\n"
+        for program in programs {
+            let lines = program.output().split(separator: "\n", omittingEmptySubsequences: false)
+            text += "--- \(program.name) (last \(min(lines.count, reportLines)) lines)\n"
+            text += lines.suffix(reportLines).joined(separator: "\n") + "\n"
+        }
+        var log = ""
+        if let handle = FileHandle(forReadingAtPath: bluetoothdLog) {
+            try? handle.seek(toOffset: logStart)
+            log = String(decoding: (try? handle.readToEnd()) ?? Data(), as: UTF8.self)
+            try? handle.close()
+        }
+        let lines = log.split(separator: "\n")
+        text += "--- bluetoothd.log during the test (last \(min(lines.count, logLines)) of \(lines.count) lines)\n"
+        text += lines.suffix(logLines).joined(separator: "\n") + "\n=== end of \(test)"
+        return text
+    }
+}
+
+extension Trait where Self == EndToEndScope {
+    /// Stops what each test started and reports its programs and bluetoothd's log on failure.
+    static var endToEndScope: Self { EndToEndScope() }
+}
+
+extension Trait where Self == IssueHandlingTrait {
+    /// Marks the running end-to-end test failed when it records a failing issue (kept as is).
+    static var endToEndFailures: Self {
+        .compactMapIssues { issue in
+            if issue.isFailure { EndToEndScope.failed.store(true, ordering: .sequentiallyConsistent) }
+            return issue
+        }
+    }
+}

@@ -143,7 +143,8 @@ enum Bluetoothd {
     /// Stops bluetoothd (SIGTERM, as systemd does) and starts it again with the same command line,
     /// appending to the guest's bluetoothd log so that a failure report shows both.
     static func restart() async throws {
-        let pids = try await Tool.output("/usr/bin/pgrep", ["-x", "bluetoothd"])
+        // By its command line: a bluetoothd run through another root's loader is named after it.
+        let pids = try await Tool.output("/usr/bin/pgrep", ["-f", "bluetooth/bluetoothd( |$)"])
         guard let pid = pids.split(separator: "\n").first.map(String.init), let number = Int32(pid) else {
             throw ExampleProgramError(description: "no bluetoothd is running")
         }

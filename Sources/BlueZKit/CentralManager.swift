@@ -408,7 +408,7 @@ public final class CentralManager: @unchecked Sendable {
         }
         let engine = CentralEngine(
             manager: self, connection: connection, adapter: options.adapter,
-            pairingAgent: options.registersPairingAgent,
+            pairingAgent: options.registersPairingAgent, agentRequestsDefault: options.requestsDefaultPairingAgent,
             usesNotifySockets: options.usesNotifySockets)
         shared.withLock { $0.engine = engine }
         if let agent = engine.agent {

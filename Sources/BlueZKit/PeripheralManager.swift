@@ -255,7 +255,7 @@ public final class PeripheralManager: @unchecked Sendable {
             defer { shared.bluetoothdPresent = present }
             return present && !shared.bluetoothdPresent ? shared.agent : nil
         }
-        agent?.registerInBackground(for: "PeripheralManager")
+        agent?.registerInBackground(for: "PeripheralManager", requestDefault: options.requestsDefaultPairingAgent)
         let (state, republish): (ManagerState, Bool) = shared.withLock { shared in
             switch status {
             case .serviceAbsent:

@@ -167,7 +167,9 @@ package final class BlueZGattApplication: Sendable {
     }
 
     /// Sends a new value to subscribers: `PropertiesChanged` on `Value` (bluetoothd
-    /// turns it into a notification or indication to every subscribed device).
+    /// turns it into a notification or indication to every subscribed device), addressed to
+    /// bluetoothd's unique name only — as a broadcast signal, any process on the system bus
+    /// could read every value with a match rule.
     ///
     /// For every indication a device confirms, bluetoothd calls our `Confirm()` (no
     /// arguments, no reply expected; BlueZ 5.66 also calls it when the indication fails
@@ -176,7 +178,8 @@ package final class BlueZGattApplication: Sendable {
     package func notify(_ id: CharacteristicID, value: [UInt8], onConfirm: (@Sendable () -> Void)? = nil) {
         confirmations.handlers.withLock { $0[id.path] = onConfirm }
         connection.emitPropertiesChanged(
-            path: id.path, interface: BlueZNames.gattCharacteristic, changed: ["Value": .bytes(value)])
+            path: id.path, interface: BlueZNames.gattCharacteristic, changed: ["Value": .bytes(value)],
+            toOwnerOf: BlueZNames.service)
     }
 
     // MARK: Interfaces

@@ -90,6 +90,8 @@ package final class BlueZAgent: Sendable {
     package var isRegistered: Bool { state.withLock { $0.registered } }
     /// Whether `RequestDefaultAgent` succeeded for the current registration.
     package var isDefault: Bool { state.withLock { $0.registered && $0.isDefault } }
+    /// The capability wanted from now on (``setCapability(_:)``), registered or on its way.
+    package var wantedCapability: String { state.withLock { $0.capability } }
     /// The capability bluetoothd holds for the current registration; nil when not registered.
     package var registeredCapability: String? { state.withLock { $0.registered ? $0.registeredCapability : nil } }
 

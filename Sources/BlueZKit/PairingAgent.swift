@@ -69,6 +69,10 @@ public final class PairingAgent: @unchecked Sendable {
         shared.withLock { $0.agent?.registeredCapability == $0.capability.bluezName }
     }
 
+    /// The capability handed to the BlueZ agent to register (nil without one): the current
+    /// delegate's as soon as it is set, which is what keeps changes in order.
+    var handedCapability: String? { shared.withLock { $0.agent }?.wantedCapability }
+
     /// Routes `agent`'s requests here; `lookup` names the device of a request (on the agent
     /// connection's queue). Called once, before the agent registers.
     func attach(_ agent: BlueZAgent, lookup: @escaping @Sendable (ObjectPath) -> PairingPeer?) async {

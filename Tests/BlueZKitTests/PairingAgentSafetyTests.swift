@@ -1,10 +1,11 @@
-import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import ExampleSupport
 import Foundation
 import Synchronization
 import Testing
+
+@testable import BlueZKit
 
 /// The manager's agent is safe by default: never bluetoothd's default agent unless asked, just
 /// works only without a delegate, a refusal for whatever a person should have answered.
@@ -115,7 +116,12 @@ import Testing
         let central = try await Self.central(on: bluez)
         let deciders = [Silent(.keyboardOnly), Silent(.displayOnly), Silent(.displayYesNo), Silent(.keyboardDisplay)]
         for _ in 0..<25 {
-            for decider in deciders { central.pairingAgentDelegate = decider }
+            for decider in deciders {
+                central.pairingAgentDelegate = decider
+                // Handed over before the setter returns (not by a task of its own, which may run
+                // after the next change's), so the last change is the one registered.
+                #expect(central.pairingAgent.handedCapability == decider.ioCapability.bluezName)
+            }
         }
         #expect(central.pairingAgent.ioCapability == .keyboardDisplay)
         try await waitUntil("the last delegate's capability is registered") { central.pairingAgent.isRegistered }

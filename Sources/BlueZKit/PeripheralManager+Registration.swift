@@ -175,18 +175,25 @@ extension PeripheralManager {
         }
         let previous = shared.withLock { $0.advertisement }
         await previous?.unregister(from: adapter)
+        let advertisement: BlueZAdvertisement
         do throws(DBusError) {
-            let advertisement = try await BlueZAdvertisement(connection: client.connection, content: content) {
+            advertisement = try await BlueZAdvertisement(connection: client.connection, content: content) {
                 [weak self] in self?.shared.withLock { $0.isAdvertising = false }
             }
-            try await advertisement.register(on: adapter)
-            shared.withLock { state in
-                state.advertisement = advertisement
-                state.wantedAdvertisement = content
-            }
-            return nil
         } catch {
             return BluetoothError(.unknown, message: error.description, underlying: error)
         }
+        do throws(DBusError) {
+            try await advertisement.register(on: adapter)
+        } catch {
+            // Not registered: the object must not stay exported.
+            await advertisement.unregister(from: nil)
+            return BluetoothError(.unknown, message: error.description, underlying: error)
+        }
+        shared.withLock { state in
+            state.advertisement = advertisement
+            state.wantedAdvertisement = content
+        }
+        return nil
     }
 }

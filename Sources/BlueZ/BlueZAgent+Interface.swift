@@ -1,6 +1,6 @@
 import DBus
 
-/// The exported `org.bluez.Agent1` object: the built-in answers, or the responder's.
+/// The exported `org.bluez.Agent1` object: the built-in answers (just works only), or the responder's.
 extension BlueZAgent {
     func makeInterface() -> DBusInterface {
         let path = path
@@ -12,7 +12,7 @@ extension BlueZAgent {
                     invocation.reply()
                 } else {
                     DBusLog.debug("agent \(path): \(what) \(device): rejected (\(Self.capability))")
-                    invocation.reply(error: DBusError(name: Self.rejected, message: "\(what) needs input or a display"))
+                    invocation.reply(error: DBusError(name: Self.rejected, message: "\(what) needs someone to decide"))
                 }
             }
         }
@@ -48,7 +48,7 @@ extension BlueZAgent {
                     let arguments = (try? invocation.arguments()) ?? []
                     let passkey = arguments.count > 1 ? arguments[1].uint32Value ?? 0 : 0
                     self?.route(
-                        invocation, .confirmPasskey(passkey), else: builtIn("RequestConfirmation", accept: true))
+                        invocation, .confirmPasskey(passkey), else: builtIn("RequestConfirmation", accept: false))
                 },
                 DBusMethod("RequestAuthorization", in: "o") { [weak self] invocation in
                     self?.route(invocation, .authorizePairing, else: builtIn("RequestAuthorization", accept: true))
@@ -56,7 +56,7 @@ extension BlueZAgent {
                 DBusMethod("AuthorizeService", in: "os") { [weak self] invocation in
                     let arguments = (try? invocation.arguments()) ?? []
                     let uuid = arguments.count > 1 ? arguments[1].stringValue ?? "" : ""
-                    self?.route(invocation, .authorizeService(uuid), else: builtIn("AuthorizeService", accept: true))
+                    self?.route(invocation, .authorizeService(uuid), else: builtIn("AuthorizeService", accept: false))
                 },
                 DBusMethod("Cancel") { [weak self] invocation in
                     DBusLog.debug("agent \(path): request cancelled by bluetoothd")

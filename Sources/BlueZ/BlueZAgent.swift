@@ -4,15 +4,18 @@ import Synchronization
 /// A pairing agent (`org.bluez.Agent1`): by itself "just works" with the `NoInputNoOutput`
 /// capability, or the app's, through a ``Responder``.
 ///
-/// bluetoothd asks the default agent whenever a pairing nobody's own agent
-/// covers needs a decision: an incoming pairing request, a just-works
-/// confirmation, a service authorization. Without any agent it rejects those
-/// ("No agent available for request type …") and, unless `AlwaysPairable` is
-/// set in main.conf, keeps the adapters non-bondable. Without a responder this
-/// agent accepts confirmations and authorizations and rejects what would need a
-/// PIN or a passkey typed or shown, as `doc/agent-api.txt` prescribes for an
-/// agent that has neither. With one, each request waits for the responder's
-/// answer, or for bluetoothd's `Cancel`. Only bluetoothd may call it.
+/// bluetoothd asks the agent of the connection that called `Device1.Pair` for that pairing,
+/// and the *default* agent (`RequestDefaultAgent`) whenever a pairing nobody's own agent
+/// covers needs a decision: an incoming pairing request, a pairing that a security
+/// requirement started, a service authorization (5.66 `src/device.c`, `new_auth`:
+/// `agent_get(NULL)`). Becoming the default agent therefore decides for every program on
+/// the machine: ``register(requestDefault:)`` does it only when asked. Without a responder
+/// this agent answers only what just works needs: `RequestAuthorization` (the just-works
+/// confirmation of a pairing that no `Pair` call started) is accepted; numeric comparison
+/// (`RequestConfirmation`), passkeys, PIN codes and service authorizations are rejected —
+/// a `NoInputNoOutput` agent has no one to compare or type, and bluetoothd auto-accepts the
+/// just-works confirmation of a `Pair` call by itself. With a responder, each request waits
+/// for the responder's answer, or for bluetoothd's `Cancel`. Only bluetoothd may call it.
 ///
 /// bluetoothd keeps one agent per D-Bus connection (`RegisterAgent` answers
 /// `AlreadyExists` for a second one); registrations end when the connection
@@ -87,6 +90,8 @@ package final class BlueZAgent: Sendable {
     package var isRegistered: Bool { state.withLock { $0.registered } }
     /// Whether `RequestDefaultAgent` succeeded for the current registration.
     package var isDefault: Bool { state.withLock { $0.registered && $0.isDefault } }
+    /// The capability wanted from now on (``setCapability(_:)``), registered or on its way.
+    package var wantedCapability: String { state.withLock { $0.capability } }
     /// The capability bluetoothd holds for the current registration; nil when not registered.
     package var registeredCapability: String? { state.withLock { $0.registered ? $0.registeredCapability : nil } }
 
@@ -97,24 +102,28 @@ package final class BlueZAgent: Sendable {
     /// `NoInputNoOutput`, `KeyboardDisplay`): when registered with another one, `UnregisterAgent`,
     /// `RegisterAgent` with it and, if it was asked for, `RequestDefaultAgent` again. bluetoothd
     /// fixes the capability at `RegisterAgent`. Failures are logged at debug level.
-    package func setCapability(_ capability: String) async {
+    ///
+    /// The wanted capability is recorded before this returns, so changes apply in the order they
+    /// were made: one task at a time registers again, until bluetoothd holds the last one wanted.
+    package func setCapability(_ capability: String) {
         let start = state.withLock { state in
             state.capability = capability
             guard !state.busy, state.registered, state.registeredCapability != capability else { return false }
             state.busy = true
             return true
         }
-        if start { await followCapability() }
+        if start { Task { await self.followCapability() } }
     }
 
     /// Exports the agent and registers it: `AgentManager1.RegisterAgent(path, capability)`,
-    /// then, with `requestDefault`, `RequestDefaultAgent(path)` on `/org/bluez`.
+    /// then, only with `requestDefault`, `RequestDefaultAgent(path)` on `/org/bluez` (the
+    /// default agent answers for pairings of every program; see the type's documentation).
     ///
     /// `AlreadyExists` (this connection has an agent registered already) and a failing
     /// `RequestDefaultAgent` are logged at debug level, not thrown: another agent then
     /// answers, which is what its owner wants. Throws what else `RegisterAgent` answers,
     /// such as `serviceUnknown` when bluetoothd is not running; the object is removed then.
-    package func register(requestDefault: Bool = true) async throws(DBusError) {
+    package func register(requestDefault: Bool = false) async throws(DBusError) {
         try await connection.export([makeInterface()], at: path, allowedCaller: BlueZNames.service)
         let capability = state.withLock { state in
             state.exported = true

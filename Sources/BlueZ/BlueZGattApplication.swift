@@ -88,7 +88,8 @@ package final class BlueZGattApplication: Sendable {
         try await self.init(connection: connection, services: [service], number: number)
     }
 
-    /// Exports `services` under a fresh root, in this order; nothing is registered yet.
+    /// Exports `services` under a fresh root, in this order; nothing is registered yet. When an
+    /// export fails, what was exported already is removed again before the error is thrown.
     ///
     /// bluetoothd inserts an application's services into its database in the order of our
     /// `GetManagedObjects` reply, which lists objects in path order: the service paths
@@ -105,6 +106,22 @@ package final class BlueZGattApplication: Sendable {
         let confirmations = ConfirmationHandlers()
         self.confirmations = confirmations
         try await connection.addObjectManager(at: root, allowedCaller: BlueZNames.service)
+        do throws(DBusError) {
+            try await Self.export(services, under: root, on: connection, paths: &paths, ids: &ids, confirmations)
+        } catch {
+            for path in paths { connection.unexport(path) }
+            connection.removeObjectManager(at: root)
+            throw error
+        }
+        self.paths = paths
+        self.characteristicIDs = ids
+    }
+
+    /// Exports the objects of `services` under `root`, appending each exported path to `paths`.
+    private static func export(
+        _ services: [Service], under root: ObjectPath, on connection: DBusConnection, paths: inout [ObjectPath],
+        ids: inout [CharacteristicID], _ confirmations: ConfirmationHandlers
+    ) async throws(DBusError) {
         var servicePaths: [ObjectPath] = []
         for (s, service) in services.enumerated() {
             let servicePath = try root.appending(Self.serviceName(s))
@@ -138,8 +155,6 @@ package final class BlueZGattApplication: Sendable {
             try await connection.export([serviceInterface], at: servicePath, allowedCaller: BlueZNames.service)
             paths.append(servicePath)
         }
-        self.paths = paths
-        self.characteristicIDs = ids
     }
 
     /// `service0000`, `service0001`, …: fixed width, so that path order is index order.
@@ -167,7 +182,9 @@ package final class BlueZGattApplication: Sendable {
     }
 
     /// Sends a new value to subscribers: `PropertiesChanged` on `Value` (bluetoothd
-    /// turns it into a notification or indication to every subscribed device).
+    /// turns it into a notification or indication to every subscribed device), addressed to
+    /// bluetoothd's unique name only — as a broadcast signal, any process on the system bus
+    /// could read every value with a match rule.
     ///
     /// For every indication a device confirms, bluetoothd calls our `Confirm()` (no
     /// arguments, no reply expected; BlueZ 5.66 also calls it when the indication fails
@@ -176,7 +193,8 @@ package final class BlueZGattApplication: Sendable {
     package func notify(_ id: CharacteristicID, value: [UInt8], onConfirm: (@Sendable () -> Void)? = nil) {
         confirmations.handlers.withLock { $0[id.path] = onConfirm }
         connection.emitPropertiesChanged(
-            path: id.path, interface: BlueZNames.gattCharacteristic, changed: ["Value": .bytes(value)])
+            path: id.path, interface: BlueZNames.gattCharacteristic, changed: ["Value": .bytes(value)],
+            toOwnerOf: BlueZNames.service)
     }
 
     // MARK: Interfaces

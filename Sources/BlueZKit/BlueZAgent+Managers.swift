@@ -2,12 +2,14 @@ import BlueZ
 import DBus
 
 extension BlueZAgent {
-    /// Registers the agent from a task of its own; a failure (bluetoothd gone again, or
-    /// refusing) only leaves a debug line: pairing is then up to other agents.
-    func registerInBackground(for manager: String) {
+    /// Registers the agent from a task of its own, as bluetoothd's default agent only with
+    /// `requestDefault` (``CentralManagerOptions/requestsDefaultPairingAgent``); a failure
+    /// (bluetoothd gone again, or refusing) only leaves a debug line: pairing is then up to
+    /// other agents.
+    func registerInBackground(for manager: String, requestDefault: Bool) {
         Task {
             do throws(DBusError) {
-                try await register()
+                try await register(requestDefault: requestDefault)
             } catch {
                 DBusLog.debug("\(manager): no pairing agent: \(error)")
             }
@@ -40,8 +42,9 @@ extension PeripheralManager {
 
 extension CentralManager {
     /// Linux: decides pairings — passkeys, numeric comparisons, authorizations — for this
-    /// manager's agent; held weakly, nil for built-in just works. The same as
-    /// `pairingAgent.delegate`; see ``PairingAgent/delegate``. Core Bluetooth has none.
+    /// manager's agent; held weakly (once released, the agent refuses what it would have
+    /// decided), nil for built-in just works. The same as `pairingAgent.delegate`; see
+    /// ``PairingAgent/delegate``. Core Bluetooth has none.
     public var pairingAgentDelegate: (any PairingAgentDelegate)? {
         get { pairingAgent.delegate }
         set { pairingAgent.delegate = newValue }
@@ -50,8 +53,9 @@ extension CentralManager {
 
 extension PeripheralManager {
     /// Linux: decides pairings — passkeys, numeric comparisons, authorizations — for this
-    /// manager's agent; held weakly, nil for built-in just works. The same as
-    /// `pairingAgent.delegate`; see ``PairingAgent/delegate``. Core Bluetooth has none.
+    /// manager's agent; held weakly (once released, the agent refuses what it would have
+    /// decided), nil for built-in just works. The same as `pairingAgent.delegate`; see
+    /// ``PairingAgent/delegate``. Core Bluetooth has none.
     public var pairingAgentDelegate: (any PairingAgentDelegate)? {
         get { pairingAgent.delegate }
         set { pairingAgent.delegate = newValue }

@@ -28,8 +28,9 @@ extension CentralEngine {
         var servicesDiscovered = false
         /// A database change is being collected (see `CentralEngine+ServiceChanges.swift`).
         var serviceChange: ServiceChange?
-        /// Attribute objects of invalidated services: operations on them fail.
-        var invalidated: [AnyObject] = []
+        /// Attribute objects of invalidated services that the app may still hold: operations on
+        /// them fail. Weak, so the set shrinks as the app lets them go.
+        var invalidated = InvalidatedAttributes()
     }
 
     // MARK: Discovery (on the queue)

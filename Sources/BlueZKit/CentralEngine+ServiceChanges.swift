@@ -37,6 +37,7 @@ extension CentralEngine {
     private func finishServiceChange(_ id: DeviceHandle) {
         guard var model = gatt[id], let change = model.serviceChange, let peripheral = peripherals[id] else { return }
         model.serviceChange = nil
+        model.invalidated.prune()
         let database = client.gattDatabase(of: id)
         let current = Dictionary(database.services.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let gone = { (attribute: AttributeID, exists: Bool) in change.removed.contains(attribute) || !exists }
@@ -54,7 +55,7 @@ extension CentralEngine {
         let descriptorIDs = Set(database.descriptors.map(\.id))
         for service in invalidated {
             model.services[service.id] = nil
-            model.invalidated.append(service)
+            model.invalidated.insert(service)
         }
         let droppedCharacteristics = model.characteristics.filter { attribute, characteristic in
             guard let service = characteristic.service else { return true }
@@ -62,7 +63,7 @@ extension CentralEngine {
         }
         for (attribute, characteristic) in droppedCharacteristics {
             model.characteristics[attribute] = nil
-            model.invalidated.append(characteristic)
+            model.invalidated.insert(characteristic)
             model.notifySockets.removeValue(forKey: attribute)?.close()
             model.writeChannels.removeValue(forKey: attribute)?.socket?.close()
             model.notifying.remove(attribute)
@@ -77,7 +78,7 @@ extension CentralEngine {
         }
         for (attribute, descriptor) in droppedDescriptors {
             model.descriptors[attribute] = nil
-            model.invalidated.append(descriptor)
+            model.invalidated.insert(descriptor)
         }
         gatt[id] = model
         // In the order the app knows them.
@@ -99,7 +100,7 @@ extension CentralEngine {
     func isCurrent(
         _ attribute: AnyObject, of peripheral: Peripheral, else event: (BluetoothError) -> CentralManager.GattEvent?
     ) -> Bool {
-        guard let model = gatt[peripheral.deviceID], model.invalidated.contains(where: { $0 === attribute }) else {
+        guard let model = gatt[peripheral.deviceID], model.invalidated.contains(attribute) else {
             return true
         }
         let message = "the attribute's service was invalidated by a change of the peripheral's services"
@@ -107,5 +108,12 @@ extension CentralEngine {
             manager?.post(.gatt(peripheral, failure))
         }
         return false
+    }
+}
+
+extension CentralEngine {
+    /// How many invalidated attributes the model of `peripheral` keeps (for tests; off the queue).
+    func invalidatedAttributeCount(of peripheral: Peripheral) -> Int {
+        connection.queue.sync { gatt[peripheral.deviceID]?.invalidated.count ?? 0 }
     }
 }

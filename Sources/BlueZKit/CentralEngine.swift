@@ -48,11 +48,15 @@ final class CentralEngine: @unchecked Sendable {
     /// Whether subscriptions use `AcquireNotify` where bluetoothd offers it.
     let usesNotifySockets: Bool
 
+    /// Whether the pairing agent asks to be bluetoothd's default agent (the app's option).
+    let agentRequestsDefault: Bool
+
     init(
         manager: CentralManager, connection: DBusConnection, adapter: String?, pairingAgent: Bool,
-        usesNotifySockets: Bool = false
+        agentRequestsDefault: Bool = false, usesNotifySockets: Bool = false
     ) {
         self.manager = manager
+        self.agentRequestsDefault = agentRequestsDefault
         self.usesNotifySockets = usesNotifySockets
         self.connection = connection
         self.agent = pairingAgent ? BlueZAgent(connection: connection) : nil
@@ -168,7 +172,9 @@ final class CentralEngine: @unchecked Sendable {
     private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
         // bluetoothd forgets agents when it restarts: register on every appearance.
         let present = status != .serviceAbsent
-        if present && !bluetoothdPresent { agent?.registerInBackground(for: "CentralManager") }
+        if present && !bluetoothdPresent {
+            agent?.registerInBackground(for: "CentralManager", requestDefault: agentRequestsDefault)
+        }
         bluetoothdPresent = present
         let newState: ManagerState
         switch status {

@@ -3,6 +3,10 @@ public import Foundation
 /// Async/await beside the delegates, on the same events: each call returns when the event the
 /// delegate would get arrives (after the delegate was called, on the manager's queue).
 extension CentralManager {
+    /// How many values an async stream (``discoveries()``, ``Peripheral/notifications(of:)``)
+    /// keeps for a consumer that falls behind: the newest 256; older ones are dropped.
+    static let streamBufferLimit = 256
+
     /// Connects to `peripheral` and returns once connected; the request never times out.
     ///
     /// The same request as ``connect(_:options:)`` (the delegate's `didConnect` is called too).
@@ -90,9 +94,11 @@ extension Peripheral {
     ///
     /// Subscribes (``setNotifyValue(_:for:)`` true) when the stream starts and unsubscribes when
     /// the last stream of the characteristic ends (its consumer stops or is cancelled). The
-    /// stream finishes with an error when the subscription fails or the link is lost.
+    /// stream finishes with an error when the subscription fails or the link is lost. It keeps
+    /// the newest 256 values its consumer has not taken yet and drops older ones (the delegate
+    /// still sees every value), so a consumer that falls behind costs bounded memory.
     public func notifications(of characteristic: Characteristic) -> AsyncThrowingStream<Data, any Error> {
-        AsyncThrowingStream { continuation in
+        AsyncThrowingStream(bufferingPolicy: .bufferingNewest(CentralManager.streamBufferLimit)) { continuation in
             guard let waiters = try? asyncWaiters() else {
                 return continuation.finish(throwing: BluetoothError(.notConnected, message: "the manager is gone"))
             }

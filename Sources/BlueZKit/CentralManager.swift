@@ -136,9 +136,11 @@ public final class CentralManager: @unchecked Sendable {
     ///
     /// Start a scan with ``scanForPeripherals(withServices:options:)-(_,ScanOptions)``; every
     /// discovery that the delegate sees is also yielded here, in the same
-    /// order. The stream ends when the task iterating it is cancelled.
+    /// order. The stream ends when the task iterating it is cancelled. It keeps the newest
+    /// 256 discoveries that its consumer has not taken yet and drops older ones, so a stream
+    /// nobody reads during a long scan holds bounded memory.
     public func discoveries() -> AsyncStream<Discovery> {
-        AsyncStream { continuation in
+        AsyncStream(bufferingPolicy: .bufferingNewest(Self.streamBufferLimit)) { continuation in
             let id = shared.withLock { state in
                 state.nextStreamID += 1
                 state.scanStreams[state.nextStreamID] = continuation
@@ -408,7 +410,7 @@ public final class CentralManager: @unchecked Sendable {
         }
         let engine = CentralEngine(
             manager: self, connection: connection, adapter: options.adapter,
-            pairingAgent: options.registersPairingAgent,
+            pairingAgent: options.registersPairingAgent, agentRequestsDefault: options.requestsDefaultPairingAgent,
             usesNotifySockets: options.usesNotifySockets)
         shared.withLock { $0.engine = engine }
         if let agent = engine.agent {

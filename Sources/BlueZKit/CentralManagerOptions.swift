@@ -8,16 +8,26 @@ public struct CentralManagerOptions: Sendable, Hashable {
     public var restoreIdentifier: String?
     /// Where restored state is kept; nil for ``RestorationStore/standard`` (the XDG state directory).
     public var restorationStore: RestorationStore?
-    /// Linux: register a pairing agent with bluetoothd (`AgentManager1.RegisterAgent`,
-    /// NoInputNoOutput, then `RequestDefaultAgent`), so that a characteristic that needs
-    /// encryption pairs "just works" with no other program running. True by default.
+    /// Linux: register a pairing agent with bluetoothd (`AgentManager1.RegisterAgent`, with
+    /// `NoInputNoOutput` or the capability of ``PairingAgent/delegate``). True by default.
     ///
-    /// While the manager lives its agent is bluetoothd's default: it accepts just-works pairing
-    /// requests in place of a desktop agent (bluetoothd goes back to the previous one when the
-    /// manager's connection closes). Set false when the app or the desktop provides the agent.
-    /// Without any agent, current kernels' just-works confirmation is refused by bluetoothd
-    /// and pairing fails.
+    /// bluetoothd asks this agent about pairings that the manager's own connection asks for;
+    /// it becomes the agent for every other pairing only with ``requestsDefaultPairingAgent``.
+    /// Set false when the app or the desktop provides the agent.
     public var registersPairingAgent: Bool
+    /// Linux: also make the manager's agent bluetoothd's *default* agent
+    /// (`AgentManager1.RequestDefaultAgent`). False by default.
+    ///
+    /// bluetoothd asks the default agent about every pairing that no `Device1.Pair` call
+    /// started, for every program on the machine: a characteristic that needs encryption (the
+    /// pairing it starts), a remote device pairing with us. Without a
+    /// ``PairingAgent/delegate`` the agent then accepts just-works pairing with any device
+    /// that asks, and nothing else; with one, the delegate decides. Ask for it on a machine
+    /// with no desktop agent where encrypted characteristics must pair by themselves;
+    /// bluetoothd goes back to the previous default agent when the manager's connection
+    /// closes. Without any default agent, bluetoothd refuses such pairings ("No agent
+    /// available") and the operation that needed them fails. Needs ``registersPairingAgent``.
+    public var requestsDefaultPairingAgent: Bool
     /// Linux: receive notifications through `AcquireNotify`'s socket where bluetoothd offers it
     /// (true), or always through `StartNotify`'s `PropertiesChanged` signals (false, the default).
     ///
@@ -42,9 +52,10 @@ public struct CentralManagerOptions: Sendable, Hashable {
     public init(
         showPowerAlert: Bool = false, restoreIdentifier: String? = nil, adapter: String? = nil,
         busAddress: String? = nil, restorationStore: RestorationStore? = nil, registersPairingAgent: Bool = true,
-        usesNotifySockets: Bool = false
+        requestsDefaultPairingAgent: Bool = false, usesNotifySockets: Bool = false
     ) {
         self.usesNotifySockets = usesNotifySockets
+        self.requestsDefaultPairingAgent = requestsDefaultPairingAgent
         self.showPowerAlert = showPowerAlert
         self.restoreIdentifier = restoreIdentifier
         self.restorationStore = restorationStore

@@ -7,12 +7,19 @@ import Synchronization
 /// needs a decision. Core Bluetooth has no counterpart.
 ///
 /// Every ``CentralManager`` and ``PeripheralManager`` has one (``CentralManager/pairingAgent``),
-/// registered with bluetoothd and made its default agent whenever bluetoothd appears — unless
-/// the manager was created with ``CentralManagerOptions/registersPairingAgent`` false, in which
-/// case nothing is registered and a delegate is never asked. Without a ``delegate`` it
-/// registers as `NoInputNoOutput` and accepts just-works pairing by itself. With one it
-/// registers again with the delegate's ``PairingAgentDelegate/ioCapability`` and passes each
-/// request to it on the manager's `queue`.
+/// registered with bluetoothd whenever bluetoothd appears — unless the manager was created with
+/// ``CentralManagerOptions/registersPairingAgent`` false, in which case nothing is registered
+/// and a delegate is never asked. bluetoothd asks it about the pairings of the manager's own
+/// connection, and about every other pairing on the machine only when the manager was created
+/// with ``CentralManagerOptions/requestsDefaultPairingAgent``.
+///
+/// Without a ``delegate`` it registers as `NoInputNoOutput` and answers only what just works
+/// needs: it accepts the just-works confirmation (`RequestAuthorization`) and refuses numeric
+/// comparisons, passkeys and service authorizations. With one it registers again with the
+/// delegate's ``PairingAgentDelegate/ioCapability`` and passes each request to it on the
+/// manager's `queue`. The delegate is held weakly: when it is released, the capability it
+/// registered still promises a person, so every request is refused and the agent registers
+/// again as `NoInputNoOutput`.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind a `Mutex` or the
 /// lock of `WeakDelegate`.
@@ -34,19 +41,22 @@ public final class PairingAgent: @unchecked Sendable {
     /// The object that decides pairings, held weakly; nil for built-in just works.
     ///
     /// Setting it re-registers the agent with the delegate's ``PairingAgentDelegate/ioCapability``
-    /// (`AgentManager1.UnregisterAgent`, `RegisterAgent`, `RequestDefaultAgent`) when bluetoothd
-    /// holds another one; failures are logged. Set it before pairing starts: bluetoothd keeps the
-    /// capability it had when the pairing began.
+    /// (`AgentManager1.UnregisterAgent`, `RegisterAgent`, and `RequestDefaultAgent` when the
+    /// manager asked for it) when bluetoothd holds another one; changes are registered in the
+    /// order they were made, failures are logged. Set it before pairing starts: bluetoothd keeps
+    /// the capability it had when the pairing began. Until bluetoothd holds the new capability,
+    /// requests that the old one brought are refused unless the delegate answers them.
     public var delegate: (any PairingAgentDelegate)? {
         get { delegateReference.value as? any PairingAgentDelegate }
         set {
-            delegateReference.value = newValue
             let capability = newValue?.ioCapability ?? .noInputNoOutput
+            // Under the lock: the wanted capability reaches the agent in the order of the changes.
             let agent = shared.withLock { shared in
+                delegateReference.value = newValue
                 shared.capability = capability
                 return shared.agent
             }
-            if let agent { Task { await agent.setCapability(capability.bluezName) } }
+            agent?.setCapability(capability.bluezName)
         }
     }
 
@@ -58,6 +68,10 @@ public final class PairingAgent: @unchecked Sendable {
     public var isRegistered: Bool {
         shared.withLock { $0.agent?.registeredCapability == $0.capability.bluezName }
     }
+
+    /// The capability handed to the BlueZ agent to register (nil without one): the current
+    /// delegate's as soon as it is set, which is what keeps changes in order.
+    var handedCapability: String? { shared.withLock { $0.agent }?.wantedCapability }
 
     /// Routes `agent`'s requests here; `lookup` names the device of a request (on the agent
     /// connection's queue). Called once, before the agent registers.
@@ -71,7 +85,7 @@ public final class PairingAgent: @unchecked Sendable {
             guard let self else { return answer(.reject) }
             self.handle(device, request, answer)
         }
-        await agent.setCapability(capability.bluezName)
+        agent.setCapability(capability.bluezName)
     }
 
     /// On the agent connection's queue: finds the peer, then asks the delegate on `queue`.
@@ -83,9 +97,27 @@ public final class PairingAgent: @unchecked Sendable {
         }
         guard let peer = shared.withLock({ $0.lookup })?(device) else { return answer(.reject) }
         queue.async {
-            guard let delegate = self.delegate else { return answer(Self.builtIn(request)) }
+            guard let delegate = self.delegate else { return answer(self.answerWithoutDelegate(request)) }
             self.ask(delegate, request, peer, answer)
         }
+    }
+
+    /// The answer when no delegate decides: just works while bluetoothd holds `NoInputNoOutput`
+    /// and it is wanted; a refusal otherwise — the registered capability promised a person (a
+    /// delegate was released, or is being replaced), and then `NoInputNoOutput` is registered again.
+    private func answerWithoutDelegate(_ request: BlueZAgent.Request) -> BlueZAgent.Answer {
+        let (agent, released): (BlueZAgent?, Bool) = shared.withLock { shared in
+            let released = shared.capability != .noInputNoOutput && delegateReference.value == nil
+            if released { shared.capability = .noInputNoOutput }
+            return (shared.agent, released)
+        }
+        if released {
+            DBusLog.debug("pairing agent: the delegate is gone; registering as NoInputNoOutput again")
+            agent?.setCapability(IOCapability.noInputNoOutput.bluezName)
+            return .reject
+        }
+        guard agent?.registeredCapability == IOCapability.noInputNoOutput.bluezName else { return .reject }
+        return Self.builtIn(request)
     }
 
     private func ask(
@@ -110,11 +142,14 @@ public final class PairingAgent: @unchecked Sendable {
         }
     }
 
-    /// The answers of an agent without a delegate (just works): what `NoInputNoOutput` allows.
+    /// The answers of an agent without a delegate: only what just works needs. bluetoothd asks
+    /// a `NoInputNoOutput` agent `RequestAuthorization` for a just-works pairing that no `Pair`
+    /// call started (5.66 `device_confirm_passkey` with the kernel's confirm hint); it never
+    /// needs a comparison, a passkey or a service authorization from it.
     private static func builtIn(_ request: BlueZAgent.Request) -> BlueZAgent.Answer {
         switch request {
-        case .displayPasskey, .confirmPasskey, .authorizePairing, .authorizeService: .accept
-        case .requestPasskey: .reject
+        case .displayPasskey, .authorizePairing: .accept
+        case .confirmPasskey, .requestPasskey, .authorizeService: .reject
         }
     }
 }

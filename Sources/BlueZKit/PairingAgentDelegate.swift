@@ -9,15 +9,16 @@ public import Foundation
 /// then registers with bluetoothd with the delegate's ``ioCapability``, which decides, by
 /// the LE pairing IO-capability matrix and the remote device's own capability, which of
 /// these methods a pairing needs. Without a delegate the agent registers as
-/// `NoInputNoOutput` and accepts just-works pairing by itself.
+/// `NoInputNoOutput` and accepts just-works pairing by itself (nothing else).
 ///
 /// Every method is called on the manager's `queue`. Methods that decide something take a
 /// `completion` to call once, from any thread, whenever the answer is known (after asking
 /// the user, say): bluetoothd's request stays open until then. When bluetoothd gives up on
 /// a request (the pairing failed or timed out on the other side) it cancels it:
 /// ``pairingAgentDidCancelRequest(_:)`` is called and a later `completion` does nothing.
-/// All methods have defaults: just-works authorizations and service authorizations are
-/// accepted; numeric comparisons and passkey requests are refused.
+/// All methods have defaults, and every default that decides refuses: the capability the
+/// delegate registers promises a person, so a question the app does not answer fails the
+/// pairing (or the service authorization) rather than being accepted for it.
 public protocol PairingAgentDelegate: AnyObject {
     /// The capability the agent registers with (`RegisterAgent`'s second argument); read when
     /// the delegate is set. Default: ``IOCapability/displayYesNo``.
@@ -41,12 +42,12 @@ public protocol PairingAgentDelegate: AnyObject {
 
     /// Just-works pairing that the remote device's security requirement started
     /// (`Agent1.RequestAuthorization`): a characteristic needs encryption, or a central pairs
-    /// with us. `completion(false)` fails the pairing. Default: `true`.
+    /// with us. `completion(false)` fails the pairing. Default: `false`.
     func pairingAgent(
         _ agent: PairingAgent, authorizePairingWith peer: PairingPeer, completion: @escaping @Sendable (Bool) -> Void)
 
     /// Whether `peer` may use the profile `service` (`Agent1.AuthorizeService`; BR/EDR
-    /// profiles mostly). Default: `true`.
+    /// profiles mostly). Default: `false`.
     func pairingAgent(_ agent: PairingAgent, authorizeService service: BluetoothUUID, for peer: PairingPeer) -> Bool
 
     /// bluetoothd cancelled the open request (`Agent1.Cancel`): dismiss what shows it.
@@ -68,14 +69,14 @@ extension PairingAgentDelegate {
     public func pairingAgent(
         _ agent: PairingAgent, requestPasskeyFor peer: PairingPeer, completion: @escaping @Sendable (UInt32?) -> Void
     ) { completion(nil) }
-    /// Accepts just works.
+    /// Refuses: the app did not say yes.
     public func pairingAgent(
         _ agent: PairingAgent, authorizePairingWith peer: PairingPeer, completion: @escaping @Sendable (Bool) -> Void
-    ) { completion(true) }
-    /// Accepts.
+    ) { completion(false) }
+    /// Refuses: the app did not say yes.
     public func pairingAgent(_ agent: PairingAgent, authorizeService service: BluetoothUUID, for peer: PairingPeer)
         -> Bool
-    { true }
+    { false }
     /// Does nothing.
     public func pairingAgentDidCancelRequest(_ agent: PairingAgent) {}
 }

@@ -2,8 +2,9 @@
 extension Peripheral {
     /// Whether bluetoothd has paired with the peripheral (`Device1.Paired`); false when unknown.
     ///
-    /// Pairing happens by itself when a characteristic needs encryption (the manager's agent
-    /// accepts just-works pairing, see ``CentralManagerOptions/registersPairingAgent``). Must not
+    /// Pairing happens by itself when a characteristic needs encryption and bluetoothd's default
+    /// agent accepts it (the desktop's, or the manager's with
+    /// ``CentralManagerOptions/requestsDefaultPairingAgent``). Must not
     /// be called on the manager's D-Bus queue (it is not the delegate queue).
     public var isPaired: Bool { engine?.pairing(of: self).paired ?? false }
 

@@ -51,6 +51,12 @@ extension PeripheralManager {
                 BlueZGattApplication.Descriptor(uuid: $0.uuid.bluezString, flags: ["read"], value: Array($0.value))
             },
             onRead: { [weak self] request in
+                // Permissions are the system's to enforce, as on Apple's platforms: the app is not
+                // asked, and a static value is no exception (bluetoothd enforces the encryption
+                // that `readEncryptionRequired` adds as `encrypt-read` before it calls us).
+                guard !characteristic.permissions.isDisjoint(with: [.readable, .readEncryptionRequired]) else {
+                    return Self.refuse(request, .readNotPermitted)
+                }
                 if let staticValue {
                     // Static values are answered without asking the app, as Core Bluetooth does;
                     // the request still tells who is active and the MTU of its link.
@@ -63,10 +69,6 @@ extension PeripheralManager {
                     return request.respond(Array(staticValue.dropFirst(Int(request.offset))))
                 }
                 guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
-                // Permissions are the system's to enforce, as on Apple's platforms: the app is not asked.
-                guard !characteristic.permissions.isDisjoint(with: [.readable, .readEncryptionRequired]) else {
-                    return Self.refuse(request, .readNotPermitted)
-                }
                 let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: nil)
                 self.queue.async {
                     guard let delegate = self.delegate else {
@@ -173,18 +175,25 @@ extension PeripheralManager {
         }
         let previous = shared.withLock { $0.advertisement }
         await previous?.unregister(from: adapter)
+        let advertisement: BlueZAdvertisement
         do throws(DBusError) {
-            let advertisement = try await BlueZAdvertisement(connection: client.connection, content: content) {
+            advertisement = try await BlueZAdvertisement(connection: client.connection, content: content) {
                 [weak self] in self?.shared.withLock { $0.isAdvertising = false }
             }
-            try await advertisement.register(on: adapter)
-            shared.withLock { state in
-                state.advertisement = advertisement
-                state.wantedAdvertisement = content
-            }
-            return nil
         } catch {
             return BluetoothError(.unknown, message: error.description, underlying: error)
         }
+        do throws(DBusError) {
+            try await advertisement.register(on: adapter)
+        } catch {
+            // Not registered: the object must not stay exported.
+            await advertisement.unregister(from: nil)
+            return BluetoothError(.unknown, message: error.description, underlying: error)
+        }
+        shared.withLock { state in
+            state.advertisement = advertisement
+            state.wantedAdvertisement = content
+        }
+        return nil
     }
 }

@@ -52,6 +52,8 @@ public final class PeripheralManager: @unchecked Sendable {
         var inclusion = IncludedServicesState()
         var advertisement: BlueZAdvertisement?
         var isAdvertising = false
+        /// A `startAdvertising` is registering its advertisement: a second one is refused meanwhile.
+        var isStartingAdvertising = false
         /// Who is connected and subscribed (see `CentralSubscriptions`).
         var subscriptions = CentralSubscriptions()
         /// Characteristics that had subscribers, to report them when links drop.
@@ -156,9 +158,16 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     /// Starts advertising typed advertisement data.
+    ///
+    /// While advertising, or while an earlier call is still registering its advertisement, the
+    /// delegate gets ``BluetoothError/Code/alreadyAdvertising`` (Core Bluetooth's rule: stop first).
     public func startAdvertising(_ data: AdvertisementData) {
-        guard !isAdvertising else {
-            // Core Bluetooth's rule: stop first.
+        let busy = shared.withLock { state in
+            guard !state.isAdvertising, !state.isStartingAdvertising else { return true }
+            state.isStartingAdvertising = true
+            return false
+        }
+        guard !busy else {
             let failure = BluetoothError(
                 .alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
             return queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure) }
@@ -167,6 +176,7 @@ public final class PeripheralManager: @unchecked Sendable {
         Task {
             let error = await advertise(content)
             shared.withLock { state in
+                state.isStartingAdvertising = false
                 state.isAdvertising = error == nil
                 if error == nil { state.advertisementData = data }
             }
@@ -255,7 +265,7 @@ public final class PeripheralManager: @unchecked Sendable {
             defer { shared.bluetoothdPresent = present }
             return present && !shared.bluetoothdPresent ? shared.agent : nil
         }
-        agent?.registerInBackground(for: "PeripheralManager")
+        agent?.registerInBackground(for: "PeripheralManager", requestDefault: options.requestsDefaultPairingAgent)
         let (state, republish): (ManagerState, Bool) = shared.withLock { shared in
             switch status {
             case .serviceAbsent:

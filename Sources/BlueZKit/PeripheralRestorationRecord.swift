@@ -100,3 +100,54 @@ extension PeripheralRestorationRecord.Service {
         return service
     }
 }
+
+extension PeripheralRestorationRecord {
+    /// The longest chain of included services a saved state may have (a service that includes one
+    /// that includes another is a chain of 3). A file with a longer one is refused as unreadable:
+    /// publishing walks the chains recursively, and a hostile file could make them as long as
+    /// its thousands of services.
+    static let maximumIncludeDepth = 16
+
+    /// Decodes a record and checks its include chains (see ``maximumIncludeDepth``).
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        services = try container.decode([Service].self, forKey: .services)
+        advertisement = try container.decodeIfPresent(AdvertisementData.self, forKey: .advertisement)
+        let depth = Self.includeDepth(services.map { $0.includes ?? [] })
+        guard depth <= Self.maximumIncludeDepth else {
+            throw DecodingError.dataCorruptedError(
+                forKey: .services, in: container,
+                debugDescription: "included services nest \(depth) deep; at most \(Self.maximumIncludeDepth) are read")
+        }
+    }
+
+    /// The longest chain of services through `includes` (indices; invalid ones and the edges
+    /// that close a cycle are ignored, as the peripheral manager ignores them), without recursion.
+    static func includeDepth(_ includes: [[Int]]) -> Int {
+        var depth = [Int](repeating: 0, count: includes.count)
+        var state = [UInt8](repeating: 0, count: includes.count)  // 0 new, 1 on the path, 2 done
+        var deepest = 0
+        for root in includes.indices where state[root] == 0 {
+            var stack: [(node: Int, next: Int)] = [(root, 0)]
+            state[root] = 1
+            while let (node, next) = stack.last {
+                if next < includes[node].count {
+                    stack[stack.count - 1].next += 1
+                    let child = includes[node][next]
+                    guard includes.indices.contains(child), state[child] == 0 else { continue }
+                    state[child] = 1
+                    stack.append((child, 0))
+                } else {
+                    stack.removeLast()
+                    let below =
+                        includes[node].lazy.filter { includes.indices.contains($0) && state[$0] == 2 }
+                        .map { depth[$0] }.max() ?? 0
+                    depth[node] = below + 1
+                    state[node] = 2
+                    deepest = max(deepest, depth[node])
+                }
+            }
+        }
+        return deepest
+    }
+}

@@ -38,6 +38,12 @@ public struct RestorationError: Error, Hashable, Sendable, CustomStringConvertib
         /// Another live manager in this process already claimed the restore
         /// identifier in the same store directory.
         case identifierInUse
+        /// The saved file was not read because reading it would not be safe: it is
+        /// not a regular file (a symbolic link, a FIFO, a device), it is larger than
+        /// ``RestorationStore/maximumFileSize``, or it or its directory belongs to
+        /// another user, or the directory may be written by its group or others.
+        /// The file is left where it is.
+        case unsafeFile
 
         /// The case name, for logs.
         public var description: String {
@@ -50,6 +56,7 @@ public struct RestorationError: Error, Hashable, Sendable, CustomStringConvertib
             case .writeFailed: "writeFailed"
             case .removeFailed: "removeFailed"
             case .identifierInUse: "identifierInUse"
+            case .unsafeFile: "unsafeFile"
             }
         }
     }

@@ -115,7 +115,10 @@ public struct RestorationStore: Sendable, Hashable {
     /// The state the `role` manager with `identifier` saved, or `nil` when
     /// there is none.
     ///
-    /// Reads the identifier's file and checks its envelope. When the file
+    /// Reads the identifier's file — only a regular file of at most ``maximumFileSize`` bytes,
+    /// not a symbolic link, in a directory of this user that no one else may write to (else
+    /// ``RestorationError/Code/unsafeFile``, and the file is left alone) — and checks its
+    /// envelope. When the file
     /// is not a usable state for this call (``RestorationError/Code/unreadable``,
     /// ``RestorationError/Code/unsupportedVersion``,
     /// ``RestorationError/Code/wrongRole``,
@@ -129,10 +132,12 @@ public struct RestorationStore: Sendable, Hashable {
         let directoryPath = try directoryPath(for: identifier, code: .readFailed)
         let filePath = directoryPath + "/" + Self.fileName(for: identifier)
         let data: Data
-        switch Self.readFile(atPath: filePath) {
+        switch Self.readFile(directory: directoryPath, name: Self.fileName(for: identifier)) {
         case .missing: return nil
         case .failed(let errorNumber):
             throw failure(.readFailed, "could not read \(filePath)", identifier, errno: errorNumber)
+        case .refused(let reason):
+            throw failure(.unsafeFile, "refused to read \(filePath): \(reason); it was left where it is", identifier)
         case .contents(let contents): data = contents
         }
         do throws(RestorationError) {
@@ -230,7 +235,7 @@ public struct RestorationStore: Sendable, Hashable {
             let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path)
         else { return [] }
         return names.filter(Self.isStateFileName).compactMap { name in
-            guard case .contents(let data) = Self.readFile(atPath: directory.path + "/" + name),
+            guard case .contents(let data) = Self.readFile(directory: directory.path, name: name),
                 let header = try? JSONDecoder().decode(Header.self, from: data),
                 header.format == Self.formatMarker, header.version == Self.formatVersion,
                 let identifier = header.identifier, let role = header.role,
@@ -265,32 +270,6 @@ public struct RestorationStore: Sendable, Hashable {
     }
 
     // MARK: - POSIX file operations
-
-    private enum ReadResult {
-        case missing
-        case failed(Int32)
-        case contents(Data)
-    }
-
-    /// Reads a whole file; `ENOENT` and `ENOTDIR` mean no file.
-    private static func readFile(atPath path: String) -> ReadResult {
-        let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_CLOEXEC) }
-        guard descriptor >= 0 else {
-            let errorNumber = errno
-            return errorNumber == ENOENT || errorNumber == ENOTDIR ? .missing : .failed(errorNumber)
-        }
-        defer { close(descriptor) }
-        var data = Data()
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { bytes in
-                retryingOnInterrupt { read(descriptor, bytes.baseAddress, bytes.count) }
-            }
-            if count < 0 { return .failed(errno) }
-            if count == 0 { return .contents(data) }
-            data.append(contentsOf: buffer[..<count])
-        }
-    }
 
     /// Creates `path` and its missing parents with mode 0700; returns the
     /// errno of a failure.
@@ -362,14 +341,14 @@ public struct RestorationStore: Sendable, Hashable {
     }
 
     /// Syncs a directory so a rename or unlink in it is durable; best effort.
-    private static func syncDirectory(atPath path: String) {
+    static func syncDirectory(atPath path: String) {
         let descriptor = retryingOnInterrupt { open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
         guard descriptor >= 0 else { return }
         _ = retryingOnInterrupt { fsync(descriptor) }
         close(descriptor)
     }
 
-    private static func retryingOnInterrupt<Result: BinaryInteger>(_ call: () -> Result) -> Result {
+    static func retryingOnInterrupt<Result: BinaryInteger>(_ call: () -> Result) -> Result {
         while true {
             let result = call()
             if result >= 0 || errno != EINTR { return result }

@@ -74,6 +74,24 @@ extension DBusConnection {
             arguments: [.string(interface.rawValue), .stringVariantDictionary(changed), .stringArray(invalidated)])
     }
 
+    /// Emits `PropertiesChanged` for an object of ours to the current owner of `name` only: a
+    /// unicast signal, which the bus delivers to that connection alone (no other connection's
+    /// match rule sees it, short of eavesdropping, which the system bus's policy denies).
+    ///
+    /// The owner is the one tracked for `name` as an allowed caller or a match rule's sender;
+    /// when `name` is not tracked, the signal is addressed to `name` itself, which the bus
+    /// resolves to its owner (and drops when it has none). Never a broadcast.
+    package func emitPropertiesChanged(
+        path: ObjectPath, interface: InterfaceName, changed: [String: DBusValue], invalidated: [String] = [],
+        toOwnerOf name: BusName
+    ) {
+        let owner = onQueue { nameOwners[name]?.owner }
+        emit(
+            path: path, interface: .properties, member: DBusMessage.propertiesChangedMember,
+            arguments: [.string(interface.rawValue), .stringVariantDictionary(changed), .stringArray(invalidated)],
+            destination: owner ?? name)
+    }
+
     /// Emits a signal from `path`; values that cannot be marshalled are dropped with a log line.
     package func emit(
         path: ObjectPath, interface: InterfaceName, member: MemberName, arguments: [DBusValue],

@@ -53,17 +53,31 @@ import Testing
     @Test func registersAgainWithANewCapability() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
-        try await agent.register()
+        try await agent.register(requestDefault: true)
         #expect(agent.registeredCapability == "NoInputNoOutput")
-        await agent.setCapability("KeyboardDisplay")
-        #expect(agent.registeredCapability == "KeyboardDisplay")
+        agent.setCapability("KeyboardDisplay")
+        try await waitUntil("registered again") { agent.registeredCapability == "KeyboardDisplay" }
         #expect(agent.isDefault)
+        try await waitUntil("default again") { bus.manager.calls.count == 5 }
         #expect(
             bus.manager.calls.map(\.member) == [
                 "RegisterAgent", "RequestDefaultAgent", "UnregisterAgent", "RegisterAgent", "RequestDefaultAgent",
             ])
         #expect(bus.manager.calls[3].arguments == [.objectPath(agent.path), .string("KeyboardDisplay")])
-        await agent.setCapability("KeyboardDisplay")  // the same: nothing more
+        agent.setCapability("KeyboardDisplay")  // the same: nothing more
         #expect(bus.manager.calls.count == 5)
+    }
+
+    @Test func capabilityChangesApplyInTheOrderTheyWereMade() async throws {
+        let bus = try await AgentTestBus()
+        let agent = BlueZAgent(connection: bus.app)
+        try await agent.register()
+        let wanted = ["KeyboardDisplay", "DisplayOnly", "KeyboardOnly", "DisplayYesNo"]
+        for _ in 0..<5 {
+            for capability in wanted { agent.setCapability(capability) }
+        }
+        try await waitUntil("the last capability is registered") { agent.registeredCapability == "DisplayYesNo" }
+        let registrations = bus.manager.calls.filter { $0.member == "RegisterAgent" }
+        #expect(registrations.last?.arguments == [.objectPath(agent.path), .string("DisplayYesNo")])
     }
 }

@@ -7,10 +7,10 @@ import Testing
 /// that owns `org.bluez`, serves a minimal `AgentManager1` at `/org/bluez` recording what it is
 /// asked, and calls the agent's methods as bluetoothd does.
 @Suite struct BlueZAgentTests {
-    @Test func registersNoInputNoOutputAndRequestsDefault() async throws {
+    @Test func registersNoInputNoOutputAndRequestsDefaultWhenAsked() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
-        try await agent.register()
+        try await agent.register(requestDefault: true)
         let sender = try #require(bus.app.uniqueName)
         #expect(
             bus.manager.calls == [
@@ -25,15 +25,15 @@ import Testing
         #expect(BlueZAgent(connection: bus.app).path != agent.path)
     }
 
-    @Test func answersAsAnAgentWithoutInputOrOutput() async throws {
+    /// Just works needs `RequestAuthorization` only: a numeric comparison or a service
+    /// authorization without anyone to ask is refused.
+    @Test func answersOnlyWhatJustWorksNeeds() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
         try await agent.register()
         let device = DBusValue.objectPath(try ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_24"))
         let accepted: [(MemberName, [DBusValue])] = [
-            ("RequestConfirmation", [device, .uint32(123_456)]),
             ("RequestAuthorization", [device]),
-            ("AuthorizeService", [device, .string("0000180d-0000-1000-8000-00805f9b34fb")]),
             ("DisplayPasskey", [device, .uint32(123_456), .uint16(0)]),
             ("Cancel", []),
         ]
@@ -41,6 +41,8 @@ import Testing
             #expect(try await bus.callAgent(agent, member, arguments) == [], "\(member)")
         }
         let rejected: [(MemberName, [DBusValue])] = [
+            ("RequestConfirmation", [device, .uint32(123_456)]),
+            ("AuthorizeService", [device, .string("0000180d-0000-1000-8000-00805f9b34fb")]),
             ("RequestPinCode", [device]),
             ("RequestPasskey", [device]),
             ("DisplayPinCode", [device, .string("0000")]),
@@ -82,7 +84,7 @@ import Testing
         let bus = try await AgentTestBus()
         bus.manager.fail("RequestDefaultAgent", with: "org.bluez.Error.DoesNotExist")
         let agent = BlueZAgent(connection: bus.app)
-        try await agent.register()
+        try await agent.register(requestDefault: true)
         #expect(agent.isRegistered)
         #expect(!agent.isDefault)
         // Still answers bluetoothd.
@@ -90,10 +92,11 @@ import Testing
         #expect(try await bus.callAgent(agent, "RequestAuthorization", [device]) == [])
     }
 
-    @Test func withoutDefaultOnlyRegisters() async throws {
+    /// The default agent decides pairings for every program: never asked for unless wanted.
+    @Test func registersWithoutBecomingTheDefaultUnlessAsked() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
-        try await agent.register(requestDefault: false)
+        try await agent.register()
         #expect(bus.manager.calls.map(\.member) == ["RegisterAgent"])
         #expect(agent.isRegistered && !agent.isDefault)
     }
@@ -115,7 +118,7 @@ import Testing
     @Test func unregisterUnregistersAndRemovesTheObject() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
-        try await agent.register()
+        try await agent.register(requestDefault: true)
         await agent.unregister()
         #expect(bus.manager.calls.last?.member == "UnregisterAgent")
         #expect(bus.manager.calls.last?.arguments == [.objectPath(agent.path)])
@@ -139,12 +142,12 @@ import Testing
     @Test func registersAgainAfterUnregistering() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
-        try await agent.register()
+        try await agent.register(requestDefault: true)
         await agent.unregister()
-        try await agent.register()
+        try await agent.register(requestDefault: true)
         #expect(agent.isRegistered && agent.isDefault)
         let device = DBusValue.objectPath(try ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_24"))
-        #expect(try await bus.callAgent(agent, "RequestConfirmation", [device, .uint32(1)]) == [])
+        #expect(try await bus.callAgent(agent, "RequestAuthorization", [device]) == [])
     }
 }
 

@@ -5,15 +5,16 @@ import ExampleSupport
 import Foundation
 import Testing
 
-/// An encrypted characteristic pairs just works through the manager's own agent; without an
-/// agent (the app opted out and nobody else registered one) it fails as bluetoothd makes it fail.
+/// An encrypted characteristic pairs just works through the manager's own agent when the app made
+/// it bluetoothd's default agent; without a default agent (the app did not ask, or opted out of
+/// the agent, and nobody else registered one) it fails as bluetoothd makes it fail.
 @Suite struct CentralPairingTests {
     final class Quiet: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.pairing")
         func centralManagerDidUpdateState(_ central: CentralManager) {}
     }
 
-    static func readSecret(registersPairingAgent: Bool) async throws -> Result<Data, any Error> {
+    static func readSecret(registersPairingAgent: Bool, requestsDefault: Bool) async throws -> Result<Data, any Error> {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
         let sensor = SimulatedPeripheral(
@@ -27,7 +28,9 @@ import Testing
         let delegate = Quiet()
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue,
-            options: CentralManagerOptions(busAddress: bluez.busAddress, registersPairingAgent: registersPairingAgent))
+            options: CentralManagerOptions(
+                busAddress: bluez.busAddress, registersPairingAgent: registersPairingAgent,
+                requestsDefaultPairingAgent: requestsDefault))
         try await waitUntil("powered on") { central.state == .poweredOn }
         let lock = try await firstDiscovery(central, scanningFor: nil, advertising: sensor)
         try await central.connect(to: lock)
@@ -40,14 +43,22 @@ import Testing
         }
     }
 
-    @Test func theManagersAgentLetsAnEncryptedReadPair() async throws {
-        let result = try await Self.readSecret(registersPairingAgent: true)
+    @Test func theManagersDefaultAgentLetsAnEncryptedReadPair() async throws {
+        let result = try await Self.readSecret(registersPairingAgent: true, requestsDefault: true)
         #expect((try? result.get()) == Data([7]))
     }
 
     @Test func withoutAnyAgentTheEncryptedReadFails() async throws {
-        let result = try await Self.readSecret(registersPairingAgent: false)
+        let result = try await Self.readSecret(registersPairingAgent: false, requestsDefault: false)
         #expect(throws: (any Error).self) { try result.get() }
+    }
+
+    /// By default the manager's agent is not the default one: it does not pair, for the whole
+    /// machine, what the desktop's agent (here: none) should decide.
+    @Test func byDefaultTheManagersAgentDoesNotPairForSecurity() async throws {
+        let result = try await Self.readSecret(registersPairingAgent: true, requestsDefault: false)
+        let error = #expect(throws: BluetoothError.self) { try result.get() }
+        #expect(error?.code == .pairingFailed)
     }
 }
 
@@ -66,7 +77,8 @@ import Testing
         try bluez.addPeripheral(sensor)
         let delegate = CentralPairingTests.Quiet()
         let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(busAddress: bluez.busAddress, requestsDefaultPairingAgent: true))
         try await waitUntil("powered on") { central.state == .poweredOn }
         let lock = try await firstDiscovery(central, scanningFor: nil, advertising: sensor)
         try await central.connect(to: lock)

@@ -83,7 +83,8 @@ import Testing
             ], ioCapability: capability, passkey: passkey)
         try bluez.addPeripheral(sensor)
         let central = CentralManager(
-            delegate: decider, queue: decider.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: decider, queue: decider.queue,
+            options: CentralManagerOptions(busAddress: bluez.busAddress, requestsDefaultPairingAgent: true))
         central.pairingAgentDelegate = decider
         #expect(central.pairingAgent.ioCapability == decider.ioCapability)
         try await waitUntil("powered on") { central.state == .poweredOn }

@@ -24,8 +24,11 @@ import Testing
             type: BluetoothUUID(0xAC02), properties: [.write], value: nil, permissions: [.readable])
         let writable = MutableCharacteristic(
             type: BluetoothUUID(0xAC03), properties: [.write], value: nil, permissions: [.writeable])
+        // A static value the permissions do not let anyone read.
+        let unreadableStatic = MutableCharacteristic(
+            type: BluetoothUUID(0xAC04), properties: [.read], value: Data([0x5E, 0xC2]), permissions: [.writeable])
         let service = MutableService(type: BluetoothUUID(0xABCE), primary: true)
-        service.characteristics = [unreadable, unwritable, writable]
+        service.characteristics = [unreadable, unwritable, writable, unreadableStatic]
         manager.add(service)
         try await waitUntil("added") { server.log.withLock { $0 } == ["added ABCE"] }
         let central = try bluez.addCentral(address: "11:22:33:44:55:77")
@@ -37,6 +40,15 @@ import Testing
         defer { withExtendedLifetime((bluez, manager)) {} }
         await #expect(throws: SimulatedATTError.readNotPermitted) {
             _ = try await central.read(serviceUUID: Self.service, characteristicUUID: "ac01")
+        }
+        #expect(server.reads.withLock { $0 } == 0)
+    }
+
+    @Test func aStaticValueWithoutTheReadablePermissionIsRefused() async throws {
+        let (bluez, manager, server, central) = try await Self.published()
+        defer { withExtendedLifetime((bluez, manager)) {} }
+        await #expect(throws: SimulatedATTError.readNotPermitted) {
+            _ = try await central.read(serviceUUID: Self.service, characteristicUUID: "ac04")
         }
         #expect(server.reads.withLock { $0 } == 0)
     }

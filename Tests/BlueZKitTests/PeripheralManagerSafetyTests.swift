@@ -7,7 +7,8 @@ import Foundation
 import Synchronization
 import Testing
 
-/// Our exported GATT objects answer only bluetoothd (the owner of org.bluez).
+/// Our exported GATT objects answer only bluetoothd (the owner of org.bluez), and the values we
+/// send reach only bluetoothd.
 @Suite struct PeripheralManagerSafetyTests {
     final class Server: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.safety")
@@ -56,5 +57,47 @@ import Testing
         let central = try bluez.addCentral(address: "11:22:33:44:55:66")
         #expect(try await central.read(serviceUUID: "ABCD", characteristicUUID: "AB01") == [7])
         #expect(server.reads.withLock { $0 } == 1)
+    }
+
+    /// A characteristic's new value is a `PropertiesChanged` signal addressed to bluetoothd: another
+    /// process with a match rule for `PropertiesChanged` (no eavesdropping) never sees it, while
+    /// bluetoothd still gets it and notifies the subscribed central.
+    @Test func updatedValuesReachBluetoothdAndNoOtherProcess() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let server = Server()
+        let manager = PeripheralManager(
+            delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        let secret = MutableCharacteristic(
+            type: BluetoothUUID(0xAB02), properties: [.notify], value: nil, permissions: [.readable])
+        let service = MutableService(type: BluetoothUUID(0xABCD), primary: true)
+        service.characteristics = [secret]
+        manager.add(service)
+        try await waitUntil("published") { bluez.adapters.first?.registeredApplications.count == 1 }
+
+        let snoop = try await DBusConnection.open(address: bluez.busAddress)
+        defer { snoop.close() }
+        let seen = Mutex<[String]>([])
+        let rule = DBusMatchRule(interface: .properties, member: "PropertiesChanged")
+        let subscription = try await snoop.subscribe(rule) { message in
+            seen.withLock { $0.append(message.path?.rawValue ?? "?") }
+        }
+        defer { subscription.cancel() }
+        let central = try bluez.addCentral(address: "11:22:33:44:55:68")
+        let values = try await central.subscribe(serviceUUID: "ABCD", characteristicUUID: "AB02")
+        try await waitUntil("subscribed") { secret.subscribedCentrals?.isEmpty == false }
+        #expect(manager.updateValue(Data([0x5E, 0xC2]), for: secret, onSubscribedCentrals: nil))
+        var iterator = values.makeAsyncIterator()
+        #expect(await iterator.next() == [0x5E, 0xC2])
+        // The snooper's rule does see a broadcast `PropertiesChanged`, of a third process.
+        let broadcaster = try await DBusConnection.open(address: bluez.busAddress)
+        defer { broadcaster.close() }
+        broadcaster.emitPropertiesChanged(
+            path: try ObjectPath("/probe"), interface: "org.bluez.GattCharacteristic1", changed: ["Value": .bytes([1])])
+        try await waitUntil("the broadcast seen") { seen.withLock { $0 }.contains("/probe") }
+        // One round trip through the bus: a broadcast of our value routed before it would have arrived first.
+        _ = try await snoop.nameOwner(of: "org.bluez")
+        #expect(seen.withLock { $0 }.filter { $0.hasPrefix("/org/bluezkit/") } == [])
     }
 }

@@ -11,7 +11,10 @@ extension EndToEndTests {
 
     /// Reading characteristics that need encryption (`encrypt-read`) makes BlueZ pair the two
     /// adapters, with no bluetoothctl or other agent of anyone's running: our peripheral on hci1,
-    /// our central on hci0, through the real bluetoothd.
+    /// our central on hci0, through the real bluetoothd. The pairing is security-triggered on
+    /// the central and incoming on the peripheral, so bluetoothd asks its *default* agent on
+    /// both sides: both managers ask to be it (`requestsDefaultPairingAgent`), which is no
+    /// longer the default.
     @Test(.timeLimit(.minutes(3))) func readingAnEncryptedCharacteristicPairs() async throws {
         // No keys from earlier tests on either side: the pairing must happen here.
         try await ExamplePeripheral.forgetKnownDevices()
@@ -37,7 +40,8 @@ extension EndToEndTests {
 
         let server = E2EPairingPeripheralDelegate()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
+            delegate: server, queue: server.queue,
+            options: CentralManagerOptions(adapter: "hci1", requestsDefaultPairingAgent: true))
         try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
         let secret = MutableCharacteristic(
             type: BluetoothUUID(0x2A19), properties: [.read], value: Data([0x42]),
@@ -52,7 +56,8 @@ extension EndToEndTests {
 
         let central = E2ECentralDelegate()
         let centralManager = CentralManager(
-            delegate: central, queue: central.queue, options: CentralManagerOptions(adapter: "hci0"))
+            delegate: central, queue: central.queue,
+            options: CentralManagerOptions(adapter: "hci0", requestsDefaultPairingAgent: true))
         try await waitUntil("hci0 powered on", timeout: .seconds(30)) { centralManager.state == .poweredOn }
         centralManager.scanForPeripherals(withServices: [Self.pairingService])
         try await waitUntil("scanning") { centralManager.isScanning }

@@ -32,6 +32,8 @@ package final class BlueZCentralClient: @unchecked Sendable {
         case serviceAbsent
         /// bluetoothd runs but has no adapter matching the selection.
         case noAdapter
+        /// bluetoothd runs but the bus policy does not let this process talk to it (AccessDenied).
+        case accessDenied
         case present(address: String, powered: Bool)
     }
 
@@ -71,7 +73,7 @@ package final class BlueZCentralClient: @unchecked Sendable {
 
     /// The adapter's current status (on the queue).
     package var status: AdapterStatus {
-        guard cache.isLoaded else { return .serviceAbsent }
+        guard cache.isLoaded else { return cache.loadError?.code == .accessDenied ? .accessDenied : .serviceAbsent }
         guard let path = adapterPath, let adapter = cache.properties(BlueZNames.adapter, at: path) else {
             return .noAdapter
         }
@@ -155,6 +157,9 @@ package final class BlueZCentralClient: @unchecked Sendable {
         case .loaded, .vanished:
             adapterPath = selectAdapter()
             reportStatusIfChanged()
+        case .loadFailed(let error):
+            // Other failures keep the state: the cache tries again.
+            if error.code == .accessDenied { reportStatusIfChanged() }
         case .interfacesAdded(let path, let interfaces):
             if interfaces[BlueZNames.adapter.rawValue] != nil {
                 if adapterPath == nil { adapterPath = selectAdapter() }

@@ -7,11 +7,19 @@ package import DBus
 /// Threading: the cache lives on its connection's queue. `events` is called
 /// there, in bus order, after the cache was updated, so a handler that reads
 /// `objects` sees the state the event describes. Signals that arrive while a
-/// `GetManagedObjects` is outstanding are dropped: bluetoothd answers in
-/// order, so the reply already contains their effect.
+/// `GetManagedObjects` is outstanding are held: once the reply is in, those
+/// bluetoothd sent after it (a larger serial: one connection numbers its
+/// messages in the order it sends them) are applied in order, and those sent
+/// before it are dropped, since the reply already contains their effect.
 ///
-/// The invariant behind `@unchecked Sendable`: `objects`, `generation` and
-/// `isLoaded` are touched only on `connection.queue`.
+/// A failed `GetManagedObjects` is reported (`loadFailed`) and tried again
+/// with a back-off from 250 ms to 30 s for as long as bluetoothd stays on the
+/// bus; `loadError` keeps the last failure (AccessDenied: the bus policy does
+/// not let this user talk to bluetoothd).
+///
+/// The invariant behind `@unchecked Sendable`: `objects`, `generation`,
+/// `isLoaded`, `loadError` and `heldSignals` are touched only on
+/// `connection.queue`.
 package final class BlueZObjectCache: @unchecked Sendable {
     /// Interface name → property name → value (variants unwrapped).
     package typealias Interfaces = [String: [String: DBusValue]]
@@ -28,6 +36,13 @@ package final class BlueZObjectCache: @unchecked Sendable {
         case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
         /// The fast path: only `Value` of a characteristic or descriptor changed.
         case valueChanged(ObjectPath, interface: String, [UInt8])
+        /// bluetoothd is on the bus but `GetManagedObjects` failed; tried again later.
+        case loadFailed(DBusError)
+    }
+
+    /// The signal handlers, for signals held during a load.
+    private enum SignalKind {
+        case interfacesAdded, interfacesRemoved, propertiesChanged
     }
 
     package let connection: DBusConnection
@@ -35,7 +50,18 @@ package final class BlueZObjectCache: @unchecked Sendable {
     private(set) package var objects: [ObjectPath: Interfaces] = [:]
     /// True between a successful load and bluetoothd leaving.
     private(set) package var isLoaded = false
+    /// Why the last `GetManagedObjects` failed; nil once one succeeded or bluetoothd left.
+    private(set) package var loadError: DBusError?
     private var generation = 0
+    /// Signals received while a load is outstanding (nil when none is).
+    private var heldSignals: [(SignalKind, DBusMessage)]?
+    /// More held signals than this (a storm during a slow load) start the load again.
+    static let maximumHeldSignals = 4096
+    /// The waits before each new `GetManagedObjects` after a failure (the last one repeats).
+    static let loadRetryDelays: [Duration] = [
+        .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16),
+        .seconds(30),
+    ]
     private var subscriptions: [DBusSubscription] = []
 
     package init(connection: DBusConnection, events: @escaping @Sendable (Event) -> Void) {
@@ -89,8 +115,17 @@ package final class BlueZObjectCache: @unchecked Sendable {
         let wasLoaded = isLoaded
         objects.removeAll()
         isLoaded = false
+        loadError = nil
+        heldSignals = nil
         if wasLoaded || owner == nil { events(.vanished) }
         guard owner != nil else { return }
+        load(attempt: 0)
+    }
+
+    /// Asks bluetoothd for its whole tree, holding the signals that arrive meanwhile.
+    private func load(attempt: Int) {
+        generation += 1
+        heldSignals = []
         let expected = generation
         Task { [weak self] in
             guard let self else { return }
@@ -102,27 +137,64 @@ package final class BlueZObjectCache: @unchecked Sendable {
                             destination: BlueZNames.service, path: .root, interface: .objectManager,
                             member: "GetManagedObjects")))
             } catch { result = .failure(error) }
-            connection.queue.async { self.finishLoad(result, generation: expected) }
+            connection.queue.async { self.finishLoad(result, generation: expected, attempt: attempt) }
         }
     }
 
-    private func finishLoad(_ result: Result<DBusMessage, DBusError>, generation expected: Int) {
+    private func finishLoad(_ result: Result<DBusMessage, DBusError>, generation expected: Int, attempt: Int) {
         guard expected == generation else { return }
+        let held = heldSignals ?? []
+        heldSignals = nil
+        let failure: DBusError
         switch result {
         case .success(let reply):
-            guard let tree = Self.decodeManagedObjects(reply: reply) else {
-                DBusLog.warning("bluetoothd's GetManagedObjects reply has an unexpected shape; ignored")
+            if let tree = Self.decodeManagedObjects(reply: reply) {
+                objects = tree
+                isLoaded = true
+                loadError = nil
+                events(.loaded)
+                for (kind, message) in held where message.serial > reply.serial { apply(kind, message) }
                 return
             }
-            objects = tree
-            isLoaded = true
-            events(.loaded)
+            failure = DBusError(.invalidArgs, "bluetoothd's GetManagedObjects reply has an unexpected shape")
         case .failure(let error):
-            DBusLog.warning("GetManagedObjects on bluetoothd failed: \(error)")
+            failure = error
+        }
+        loadError = failure
+        DBusLog.warning("GetManagedObjects on bluetoothd failed (\(failure)); trying again")
+        events(.loadFailed(failure))
+        let delay = Self.loadRetryDelays[min(attempt, Self.loadRetryDelays.count - 1)]
+        Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard let self else { return }
+            connection.queue.async {
+                guard expected == self.generation else { return }
+                self.load(attempt: attempt + 1)
+            }
+        }
+    }
+
+    /// Whether a signal was held for the load under way (true) or is to be applied now.
+    private func held(_ kind: SignalKind, _ message: DBusMessage) -> Bool {
+        guard !isLoaded, heldSignals != nil else { return false }
+        heldSignals!.append((kind, message))
+        if heldSignals!.count > Self.maximumHeldSignals {
+            DBusLog.warning("too many signals during GetManagedObjects; loading bluetoothd's tree again")
+            load(attempt: 0)
+        }
+        return true
+    }
+
+    private func apply(_ kind: SignalKind, _ message: DBusMessage) {
+        switch kind {
+        case .interfacesAdded: interfacesAdded(message)
+        case .interfacesRemoved: interfacesRemoved(message)
+        case .propertiesChanged: propertiesChanged(message)
         }
     }
 
     private func interfacesAdded(_ message: DBusMessage) {
+        guard !held(.interfacesAdded, message) else { return }
         guard isLoaded, let args = try? message.arguments(), args.count == 2,
             let path = args[0].objectPathValue, let added = Self.decodeInterfaces(args[1])
         else { return }
@@ -131,6 +203,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
     }
 
     private func interfacesRemoved(_ message: DBusMessage) {
+        guard !held(.interfacesRemoved, message) else { return }
         guard isLoaded, let args = try? message.arguments(), args.count == 2,
             let path = args[0].objectPathValue, let removed = args[1].stringArrayValue
         else { return }
@@ -140,6 +213,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
     }
 
     private func propertiesChanged(_ message: DBusMessage) {
+        guard !held(.propertiesChanged, message) else { return }
         guard isLoaded, let path = message.path, objects[path] != nil else { return }
         for interface in [BlueZNames.gattCharacteristic, BlueZNames.gattDescriptor] {
             if let bytes = message.propertiesChangedValueBytes(of: interface) {

@@ -171,7 +171,7 @@ final class CentralEngine: @unchecked Sendable {
 
     private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
         // bluetoothd forgets agents when it restarts: register on every appearance.
-        let present = status != .serviceAbsent
+        let present = status != .serviceAbsent && status != .accessDenied
         if present && !bluetoothdPresent {
             agent?.registerInBackground(for: "CentralManager", requestDefault: agentRequestsDefault)
         }
@@ -183,6 +183,8 @@ final class CentralEngine: @unchecked Sendable {
         case .noAdapter:
             everHadService = true
             newState = .unsupported
+        case .accessDenied:
+            newState = .unauthorized
         case .present(let address, let powered):
             everHadService = true
             adapterAddress = address

@@ -261,7 +261,7 @@ public final class PeripheralManager: @unchecked Sendable {
     private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
         // bluetoothd forgets agents when it restarts: register on every appearance.
         let agent: BlueZAgent? = shared.withLock { shared in
-            let present = status != .serviceAbsent
+            let present = status != .serviceAbsent && status != .accessDenied
             defer { shared.bluetoothdPresent = present }
             return present && !shared.bluetoothdPresent ? shared.agent : nil
         }
@@ -275,6 +275,9 @@ public final class PeripheralManager: @unchecked Sendable {
                 shared.everHadService = true
                 shared.registrationsLost = true
                 return (.unsupported, false)
+            case .accessDenied:
+                shared.registrationsLost = true
+                return (.unauthorized, false)
             case .present(let address, let powered):
                 shared.everHadService = true
                 shared.adapterAddress = address

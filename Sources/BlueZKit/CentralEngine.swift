@@ -25,6 +25,9 @@ final class CentralEngine: @unchecked Sendable {
     var lastSeenRSSI: [DeviceHandle: Int16] = [:]
     /// The name of each peripheral as this engine last reported it (`peripheralDidUpdateName`).
     var knownNames: [DeviceHandle: String] = [:]
+    /// Peripherals of devices bluetoothd removed, while the app still holds them
+    /// (`CentralEngine+Forgetting.swift`).
+    var forgotten: [DeviceHandle: ForgottenPeripheral] = [:]
     /// Restored peripherals whose links resume once the adapter is powered on.
     var restoredLinks: [DeviceHandle] = []
     /// Restored subscriptions to enable again once the peripheral is connected and resolved.
@@ -160,6 +163,7 @@ final class CentralEngine: @unchecked Sendable {
             linkLost(id)
             abandonAttempt(id)
             updateBackgroundDiscovery()
+            forget(id)
         case .objects(let event):
             if let change = client.gattObjectsChange(in: event) {
                 gattObjectsChanged(change.device, removed: change.removed)
@@ -264,6 +268,11 @@ final class CentralEngine: @unchecked Sendable {
 
     private func peripheral(for id: DeviceHandle, _ device: BlueZDeviceProperties) -> Peripheral {
         if let existing = peripherals[id] { return existing }
+        if let kept = forgotten.removeValue(forKey: id)?.peripheral {
+            peripherals[id] = kept
+            knownNames[id] = device.name
+            return kept
+        }
         let identifier = PeripheralIdentity.identifier(
             adapterAddress: adapterAddress, deviceAddress: device.address ?? "\(id)")
         let peripheral = Peripheral(identifier: identifier, deviceID: id, name: device.name, engine: self)

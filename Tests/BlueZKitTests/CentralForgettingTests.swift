@@ -1,0 +1,79 @@
+import BlueZKit
+import BlueZKitTesting
+import ExampleSupport
+import Foundation
+import Synchronization
+import Testing
+
+/// What bluetoothd forgets, the central forgets: a scan in a busy place (private addresses rotate)
+/// must not keep a ``Peripheral`` per address for ever. One the app holds is the one reported
+/// when the device comes back.
+@Suite struct CentralForgettingTests {
+    /// Records discoveries by identifier only, so that the test alone decides what it holds.
+    final class Discoveries: CentralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.forgetting")
+        let seen = Mutex<[UUID]>([])
+        let held = Mutex<[Peripheral]>([])
+        let keeps: Bool
+        init(keeps: Bool) { self.keeps = keeps }
+        func centralManagerDidUpdateState(_ central: CentralManager) {}
+        func centralManager(
+            _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+            rssi RSSI: Int
+        ) {
+            seen.withLock { $0.append(peripheral.identifier) }
+            if keeps { held.withLock { $0.append(peripheral) } }
+        }
+    }
+
+    final class WeakBox: @unchecked Sendable {
+        weak var peripheral: Peripheral?
+    }
+
+    static func scanning(keeps: Bool) async throws -> (SimulatedBlueZ, CentralManager, Discoveries) {
+        let bluez = try await SimulatedBlueZ.start()
+        let delegate = Discoveries(keeps: keeps)
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
+        try await waitUntil("scanning") { central.isScanning }
+        return (bluez, central, delegate)
+    }
+
+    @Test func aPeripheralBluetoothdForgetsIsReleasedWhenTheAppDoesNotHoldIt() async throws {
+        let (bluez, central, delegate) = try await Self.scanning(keeps: false)
+        defer { withExtendedLifetime((bluez, central)) {} }
+        var boxes: [WeakBox] = []
+        for n in 0..<20 {
+            let device = SimulatedPeripheral(address: String(format: "C0:FF:EE:00:01:%02X", n), name: "Tag \(n)")
+            try bluez.addPeripheral(device)
+            try await waitUntil("discovered \(n)") { delegate.seen.withLock { $0.count } == n + 1 }
+            let identifier = try #require(delegate.seen.withLock { $0.last })
+            let box = WeakBox()
+            box.peripheral = central.retrievePeripherals(withIdentifiers: [identifier]).first
+            #expect(box.peripheral != nil)
+            boxes.append(box)
+            #expect(bluez.removeDevice(device))
+        }
+        try await waitUntil("every forgotten peripheral released") { boxes.allSatisfy { $0.peripheral == nil } }
+        #expect(central.retrievePeripherals(withIdentifiers: delegate.seen.withLock { $0 }).isEmpty)
+    }
+
+    @Test func aPeripheralTheAppHoldsIsTheOneReportedWhenTheDeviceComesBack() async throws {
+        let (bluez, central, delegate) = try await Self.scanning(keeps: true)
+        defer { withExtendedLifetime((bluez, central)) {} }
+        let device = SimulatedPeripheral(address: "C0:FF:EE:00:02:01", name: "Kept")
+        try bluez.addPeripheral(device)
+        try await waitUntil("discovered") { !delegate.held.withLock { $0 }.isEmpty }
+        let first = try #require(delegate.held.withLock { $0.first })
+        #expect(bluez.removeDevice(device))
+        try await waitUntil("gone from bluetoothd") {
+            central.retrievePeripherals(withIdentifiers: [first.identifier]).isEmpty
+        }
+        device.advertise()
+        try await waitUntil("discovered again") { delegate.held.withLock { $0.count } >= 2 }
+        #expect(delegate.held.withLock { $0[1] } === first)
+        #expect(central.retrievePeripherals(withIdentifiers: [first.identifier]).first === first)
+    }
+}

@@ -56,13 +56,13 @@ extension CentralRestorationRecord.Scan {
     }
 
     /// The scan's service UUIDs (unparsable ones left out).
-    var serviceUUIDs: [BluetoothUUID]? { services.map { $0.compactMap(BluetoothUUID.init(string:)) } }
+    var serviceUUIDs: [BluetoothUUID]? { services.map { $0.compactMap(BluetoothUUID.init(parsing:)) } }
 
     /// The scan's options.
     var options: ScanOptions {
         ScanOptions(
             allowDuplicates: allowDuplicates,
-            solicitedServiceUUIDs: solicitedServiceUUIDs.compactMap(BluetoothUUID.init(string:)),
+            solicitedServiceUUIDs: solicitedServiceUUIDs.compactMap(BluetoothUUID.init(parsing:)),
             rssiThreshold: rssiThreshold, pattern: pattern)
     }
 

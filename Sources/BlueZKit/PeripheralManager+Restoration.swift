@@ -80,7 +80,8 @@ extension PeripheralManager {
                 .map { central(address: $0, adapter: adapter) }
             characteristic.setSubscribedCentrals(current)
             for central in restored where !current.contains(central) {
-                delegate?.peripheralManager(self, central: central, didUnsubscribeFrom: characteristic)
+                delegate?.peripheralManager(
+                    self, central: central, didUnsubscribeFrom: characteristic as Characteristic)
             }
         }
         saveState()
@@ -92,8 +93,8 @@ extension PeripheralManager {
         var characteristics: [MutableCharacteristic] = []
         func visit(_ service: MutableService) {
             guard seen.insert(ObjectIdentifier(service)).inserted else { return }
-            characteristics += service.characteristics ?? []
-            for included in service.includedServices ?? [] { visit(included) }
+            characteristics += service.publishedCharacteristics
+            for included in service.publishedIncludedServices { visit(included) }
         }
         services.forEach(visit)
         return characteristics

@@ -55,13 +55,13 @@ extension PeripheralRestorationRecord.Service {
     init(_ service: MutableService) {
         uuid = service.uuid.uuidString
         isPrimary = service.isPrimary
-        characteristics = (service.characteristics ?? []).map { characteristic in
+        characteristics = service.publishedCharacteristics.map { characteristic in
             PeripheralRestorationRecord.Characteristic(
                 uuid: characteristic.uuid.uuidString, properties: characteristic.properties.rawValue,
                 permissions: characteristic.permissions.rawValue,
                 value: characteristic.value,
-                descriptors: (characteristic.descriptors ?? []).map {
-                    PeripheralRestorationRecord.Descriptor(uuid: $0.uuid.uuidString, value: $0.value)
+                descriptors: characteristic.publishedDescriptors.map {
+                    PeripheralRestorationRecord.Descriptor(uuid: $0.uuid.uuidString, value: $0.bytes)
                 },
                 subscribedCentrals: characteristic.subscribedCentrals.flatMap { centrals in
                     centrals.isEmpty

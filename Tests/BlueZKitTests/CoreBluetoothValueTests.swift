@@ -171,6 +171,26 @@ import Testing
         #expect(Set<CBCharacteristic>([characteristic, characteristic]).count == 1)
     }
 
+    @Test func mutableDescriptorsTakeApplesValueTypes() {
+        let name = CBMutableDescriptor(type: CBUUID(string: CBUUIDCharacteristicUserDescriptionString), value: "Heart")
+        let extended = CBMutableDescriptor(
+            type: CBUUID(string: CBUUIDCharacteristicExtendedPropertiesString), value: NSNumber(value: 0x0001))
+        let format = CBMutableDescriptor(
+            type: CBUUID(string: CBUUIDCharacteristicFormatString),
+            value: Data([0x04, 0x00, 0xAD, 0x27, 0x01, 0x00, 0x00]))
+        let empty = CBMutableDescriptor(type: CBUUID(string: "2901"), value: nil)
+        #expect(name.value == Data("Heart".utf8))
+        #expect(extended.value == Data([0x01, 0x00]))
+        #expect(format.value == Data([0x04, 0x00, 0xAD, 0x27, 0x01, 0x00, 0x00]))
+        #expect(empty.value == Data())
+    }
+
+    @Test func aMutableDescriptorOfAnotherValueTypeTraps() async {
+        await #expect(processExitsWith: .failure) {
+            _ = CBMutableDescriptor(type: CBUUID(string: "2901"), value: [1, 2, 3])
+        }
+    }
+
     /// `class X: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate` works, and peripherals
     /// are dictionary keys compared by identity: the manager returns the same object for a device.
     @Test func nsObjectDelegatesAndPeripheralsAsKeys() async throws {

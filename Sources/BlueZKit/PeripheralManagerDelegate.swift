@@ -63,7 +63,7 @@ public protocol PeripheralManagerDelegate: AnyObject {
     /// advertises again on its own once the adapter is powered on; `didAdd` is not called for them.
     /// bluetoothd ended the restored subscriptions with the earlier process: right after the
     /// first ``peripheralManagerDidUpdateState(_:)`` each restored subscribed central gets
-    /// ``peripheralManager(_:central:didUnsubscribeFrom:)``, and `didSubscribeTo` when it
+    /// ``peripheralManager(_:central:didUnsubscribeFrom:)-(_,_,Characteristic)``, and `didSubscribeTo` when it
     /// subscribes again.
     func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any])
 }

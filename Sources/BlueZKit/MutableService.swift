@@ -115,8 +115,8 @@ public final class MutableDescriptor: Descriptor, @unchecked Sendable {
         super.init(uuid: type, characteristic: nil, id: .local)
     }
 
-    /// Its value (bytes), never nil.
-    public override var value: Data? { bytes }
+    /// The bytes published, never nil; ``Descriptor/value`` decodes them as Core Bluetooth does.
+    public override var data: Data? { bytes }
 
     /// The UUID.
     public override var description: String { "MutableDescriptor(\(uuid))" }

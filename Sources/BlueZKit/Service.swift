@@ -105,8 +105,13 @@ public class Descriptor: @unchecked Sendable, Hashable, CustomStringConvertible 
         self.id = id
     }
 
-    /// The last value read (raw bytes; Core Bluetooth decodes some descriptor types, this does not).
-    public var value: Data? { mutable.withLock { $0 } }
+    /// The last value read, typed as Core Bluetooth types it: an `NSNumber` for the Characteristic
+    /// Extended Properties (`2900`) and the Client and Server Characteristic Configuration (`2902`,
+    /// `2903`) descriptors, a `String` for the Characteristic User Description (`2901`), `Data`
+    /// for every other descriptor; nil before a read.
+    public var value: Any? { data.map { Self.coreBluetoothValue(of: $0, type: uuid) } }
+    /// The bytes of the last value read, undecoded; nil before a read. A Linux addition.
+    public var data: Data? { mutable.withLock { $0 } }
     func update(value: Data?) { mutable.withLock { $0 = value } }
 
     /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).

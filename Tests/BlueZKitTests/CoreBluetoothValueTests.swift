@@ -163,7 +163,8 @@ import Testing
         let asDescriptor: CBDescriptor = descriptor
         #expect(asService.characteristics?.first === characteristic)
         #expect(asCharacteristic.descriptors?.first === descriptor)
-        #expect(asDescriptor.value == Data("HR".utf8))
+        #expect(asDescriptor.value as? String == "HR")
+        #expect(asDescriptor.data == Data("HR".utf8))
         #expect(asService.isPrimary && asService.uuid == CBUUID(string: "180D"))
         #expect(asService.peripheral == nil && asCharacteristic.service == nil)
         // Identity, as Core Bluetooth's objects compare.
@@ -179,16 +180,60 @@ import Testing
             type: CBUUID(string: CBUUIDCharacteristicFormatString),
             value: Data([0x04, 0x00, 0xAD, 0x27, 0x01, 0x00, 0x00]))
         let empty = CBMutableDescriptor(type: CBUUID(string: "2901"), value: nil)
-        #expect(name.value == Data("Heart".utf8))
-        #expect(extended.value == Data([0x01, 0x00]))
-        #expect(format.value == Data([0x04, 0x00, 0xAD, 0x27, 0x01, 0x00, 0x00]))
-        #expect(empty.value == Data())
+        #expect(name.data == Data("Heart".utf8))
+        #expect(name.value as? String == "Heart")
+        #expect(extended.data == Data([0x01, 0x00]))
+        #expect((extended.value as? NSNumber)?.intValue == 1)
+        #expect(format.value as? Data == Data([0x04, 0x00, 0xAD, 0x27, 0x01, 0x00, 0x00]))
+        #expect(empty.data == Data())
+        #expect(empty.value as? String == "")
     }
 
     @Test func aMutableDescriptorOfAnotherValueTypeTraps() async {
         await #expect(processExitsWith: .failure) {
             _ = CBMutableDescriptor(type: CBUUID(string: "2901"), value: [1, 2, 3])
         }
+    }
+
+    /// Descriptor values read from a peripheral are typed as Core Bluetooth types them.
+    @Test func descriptorValuesReadAreTypedAsInCoreBluetooth() async throws {
+        let fixture = try await CentralFixture.make()
+        defer { fixture.bluez.stop() }
+        let sensor = SimulatedPeripheral(
+            address: "C0:FF:EE:00:03:01", name: "Desc", serviceUUIDs: ["180D"],
+            services: [
+                SimulatedService(
+                    uuid: "180D",
+                    characteristics: [
+                        SimulatedCharacteristic(
+                            uuid: "2A37", flags: ["notify"],
+                            descriptors: [
+                                SimulatedDescriptor(uuid: "2901", flags: ["read"], value: Array("Heart rate".utf8)),
+                                SimulatedDescriptor(uuid: "2904", flags: ["read"], value: [0x04, 0x00, 0xAD, 0x27]),
+                            ])
+                    ])
+            ])
+        try fixture.bluez.addPeripheral(sensor)
+        let peripheral = try await firstDiscovery(fixture.central, scanningFor: nil, advertising: sensor)
+        let events = RecordingPeripheralDelegate()
+        peripheral.delegate = events
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected") { peripheral.state == .connected }
+        peripheral.discoverServices(nil)
+        try await waitUntil("services") { events.events.count == 1 }
+        let service = try #require(peripheral.services?.first { $0.uuid == CBUUID(string: "180D") })
+        peripheral.discoverCharacteristics(nil, for: service)
+        try await waitUntil("characteristics") { events.events.count == 2 }
+        let characteristic = try #require(service.characteristics?.first)
+        peripheral.discoverDescriptors(for: characteristic)
+        try await waitUntil("descriptors") { events.events.count == 3 }
+        let descriptors = characteristic.descriptors ?? []
+        for descriptor in descriptors { peripheral.readValue(for: descriptor) }
+        try await waitUntil("descriptor values") { events.events.count == 3 + descriptors.count }
+        func value(_ uuid: String) -> Any? { descriptors.first { $0.uuid == CBUUID(string: uuid) }?.value }
+        #expect(value("2901") as? String == "Heart rate")
+        #expect((value("2902") as? NSNumber)?.intValue == 0)
+        #expect(value("2904") as? Data == Data([0x04, 0x00, 0xAD, 0x27]))
     }
 
     /// `class X: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate` works, and peripherals

@@ -99,6 +99,9 @@ import Testing
         #expect(code(of: ATTError(.insufficientAuthentication)) == "att authentication")
         #expect(code(of: ATTError(.invalidOffset)) == "att 7")
         #expect(code(of: CocoaError(.fileNoSuchFile)) == "other")
+        // As Core Bluetooth's NSErrors, they describe themselves.
+        #expect(BluetoothError(.peripheralDisconnected).localizedDescription == "The peripheral disconnected.")
+        #expect(ATTError(.invalidOffset).localizedDescription == ATTError.Code.invalidOffset.message)
     }
 
     @Test func flagsAreReadFromNSNumbersAndBools() {

@@ -59,18 +59,36 @@ public final class MutableService: Service, @unchecked Sendable {
 /// One created with nil is dynamic: reads and writes reach the delegate.
 /// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
 public final class MutableCharacteristic: Characteristic, @unchecked Sendable {
-    /// Who may read and write the value.
-    public let permissions: AttributePermissions
-    private let state: Mutex<(value: Data?, descriptors: [Descriptor]?)>
+    /// What is published, settable until the service is added.
+    private struct Published {
+        var value: Data?
+        var descriptors: [Descriptor]?
+        var properties: CharacteristicProperties
+        var permissions: AttributePermissions
+    }
+
+    private let state: Mutex<Published>
     private let subscribers = Mutex<[Central]>([])
 
     /// Creates a characteristic; a non-nil `value` makes it static (cached, read-only).
     public init(
         type: BluetoothUUID, properties: CharacteristicProperties, value: Data?, permissions: AttributePermissions
     ) {
-        self.permissions = permissions
-        self.state = Mutex((value, nil))
+        self.state = Mutex(Published(value: value, properties: properties, permissions: permissions))
         super.init(uuid: type, properties: properties, service: nil, id: .local)
+    }
+
+    /// What centrals may do; settable, as Core Bluetooth's, until the service is added (a change
+    /// takes effect when it is added again).
+    public override var properties: CharacteristicProperties {
+        get { state.withLock { $0.properties } }
+        set { state.withLock { $0.properties = newValue } }
+    }
+
+    /// Who may read and write the value; settable until the service is added, as ``properties``.
+    public var permissions: AttributePermissions {
+        get { state.withLock { $0.permissions } }
+        set { state.withLock { $0.permissions = newValue } }
     }
 
     /// The static value given at creation; nil for a dynamic characteristic (whose reads reach

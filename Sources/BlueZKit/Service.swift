@@ -52,7 +52,9 @@ public class Characteristic: @unchecked Sendable, Hashable, CustomStringConverti
     /// The characteristic's UUID.
     public let uuid: BluetoothUUID
     /// What the characteristic allows (from BlueZ's `Flags`).
-    public let properties: CharacteristicProperties
+    public var properties: CharacteristicProperties { fixedProperties }
+    /// The properties given at creation.
+    private let fixedProperties: CharacteristicProperties
     /// The service it belongs to (nil for a ``MutableCharacteristic``).
     public private(set) weak var service: Service?
     let id: BlueZCentralClient.AttributeID
@@ -62,7 +64,7 @@ public class Characteristic: @unchecked Sendable, Hashable, CustomStringConverti
         uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service?, id: BlueZCentralClient.AttributeID
     ) {
         self.uuid = uuid
-        self.properties = properties
+        self.fixedProperties = properties
         self.service = service
         self.id = id
     }

@@ -175,6 +175,28 @@ import Testing
         #expect(Set<CBCharacteristic>([characteristic, characteristic]).count == 1)
     }
 
+    /// As in Core Bluetooth, a mutable characteristic's properties, permissions and value can be
+    /// set after creation, before its service is added; what is published is what they are then.
+    @Test func mutableCharacteristicsAreSetUpAfterCreation() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let manager = CBPeripheralManager(
+            delegate: nil, queue: nil, options: [BlueZKitOptionBusAddressKey: bluez.busAddress])
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        let characteristic = CBMutableCharacteristic(
+            type: CBUUID(string: "2A38"), properties: [.notify], value: nil, permissions: [])
+        characteristic.properties = [.read]
+        characteristic.permissions = [.readable]
+        characteristic.value = Data([0x07])
+        #expect(characteristic.properties == [.read] && characteristic.permissions == [.readable])
+        let service = CBMutableService(type: CBUUID(string: "180D"), primary: true)
+        service.characteristics = [characteristic]
+        manager.add(service)
+        try await waitUntil("registered") { bluez.adapters.first?.registeredApplications.count == 1 }
+        let central = try bluez.addCentral(address: "11:22:33:44:55:38")
+        #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A38") == [0x07])
+    }
+
     @Test func mutableDescriptorsTakeApplesValueTypes() {
         let name = CBMutableDescriptor(type: CBUUID(string: CBUUIDCharacteristicUserDescriptionString), value: "Heart")
         let extended = CBMutableDescriptor(

@@ -90,4 +90,47 @@ import Testing
         let app = BothCentral()
         #expect(try await discover(with: app, calls: app.calls) == ["apple", "apple"])
     }
+
+    final class BothPeripheralManager: PeripheralManagerDelegate, @unchecked Sendable {
+        let calls = Calls()
+        func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+        func peripheralManager(_ peripheral: PeripheralManager, didAdd service: Service, error: (any Error)?) {
+            calls.record("apple \(service.uuid)")
+        }
+        func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
+            calls.record("typed \(service.uuid)")
+        }
+    }
+
+    final class TypedPeripheralManager: PeripheralManagerDelegate, @unchecked Sendable {
+        let calls = Calls()
+        func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+        func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
+            calls.record("typed \(service.uuid)")
+        }
+    }
+
+    func add(with delegate: some PeripheralManagerDelegate, calls: Calls) async throws -> [String] {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let manager = PeripheralManager(
+            delegate: delegate, queue: calls.queue, options: [BlueZKitOptionBusAddressKey: bluez.busAddress])
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        manager.add(MutableService(type: CBUUID(string: "180D"), primary: true))
+        try await waitUntil("added") { !calls.all.isEmpty }
+        // A second service's report marks the end: anything for the first came before it.
+        manager.add(MutableService(type: CBUUID(string: "180F"), primary: true))
+        try await waitUntil("the second added") { calls.all.count >= 2 }
+        return calls.queue.sync { calls.all }
+    }
+
+    @Test func peripheralManagerWithBothOnlyApplesIsCalled() async throws {
+        let app = BothPeripheralManager()
+        #expect(try await add(with: app, calls: app.calls) == ["apple 180D", "apple 180F"])
+    }
+
+    @Test func peripheralManagerTypedAloneIsCalledOnce() async throws {
+        let app = TypedPeripheralManager()
+        #expect(try await add(with: app, calls: app.calls) == ["typed 180D", "typed 180F"])
+    }
 }

@@ -67,12 +67,6 @@ public final class CentralManager: @unchecked Sendable {
         self.init(delegate: delegate, queue: queue, options: CentralManagerOptions(dictionary: options ?? [:]))
     }
 
-    /// Creates a manager without a delegate, on the main queue, as Core Bluetooth's `CBCentralManager()`;
-    /// set ``delegate`` before the first state update arrives.
-    public convenience init() {
-        self.init(delegate: nil, queue: nil)
-    }
-
     /// The object that receives events, held weakly.
     public var delegate: (any CentralManagerDelegate)? {
         get { delegateReference.value as? any CentralManagerDelegate }

@@ -98,12 +98,6 @@ public final class PeripheralManager: @unchecked Sendable {
         self.init(delegate: delegate, queue: queue, options: CentralManagerOptions(dictionary: options ?? [:]))
     }
 
-    /// Creates a manager without a delegate, on the main queue, as Core Bluetooth's `CBPeripheralManager()`;
-    /// set ``delegate`` before the first state update arrives.
-    public convenience init() {
-        self.init(delegate: nil, queue: nil)
-    }
-
     /// The object that receives events, held weakly.
     public var delegate: (any PeripheralManagerDelegate)? {
         get { delegateReference.value as? any PeripheralManagerDelegate }

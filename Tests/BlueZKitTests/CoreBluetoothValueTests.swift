@@ -117,6 +117,14 @@ import Testing
         }
     }
 
+    @Test func managersHaveApplesInitializerWithoutArguments() {
+        // Referenced, not called: a manager made with them talks to the machine's own bus.
+        let central: () -> CBCentralManager = CBCentralManager.init
+        let peripheral: () -> CBPeripheralManager = CBPeripheralManager.init
+        #expect(type(of: central) == (() -> CentralManager).self)
+        #expect(type(of: peripheral) == (() -> PeripheralManager).self)
+    }
+
     @Test func managerOptionsReadApplesAndLinuxKeys() {
         let options = CentralManagerOptions(dictionary: [
             CBCentralManagerOptionRestoreIdentifierKey: "door-lock",

@@ -68,7 +68,7 @@ extension CentralRestorationRecord.Scan {
 
     /// Core Bluetooth's scan option dictionary for `CBCentralManagerRestoredStateScanOptionsKey`.
     var optionsDictionary: [String: Any] {
-        var dictionary: [String: Any] = [CBCentralManagerScanOptionAllowDuplicatesKey: allowDuplicates]
+        var dictionary: [String: Any] = [CBCentralManagerScanOptionAllowDuplicatesKey: NSNumber(value: allowDuplicates)]
         if !solicitedServiceUUIDs.isEmpty {
             dictionary[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] = options.solicitedServiceUUIDs
         }

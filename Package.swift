@@ -39,13 +39,32 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZKitTests",
-            dependencies: ["BlueZKit", "BlueZKitTesting", "DBus", "ExampleSupport"],
+            dependencies: [
+                "BlueZKit", "BlueZKitTesting", "DBus", "ExampleSupport", "CoreBluetoothPort", "CoreBluetoothPortSwift5",
+            ],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["BlueZKit", "HeartRateProfile", "ExampleSupport"],
+            dependencies: [
+                "BlueZKit", "HeartRateProfile", "ExampleSupport", "CoreBluetoothPort", "CoreBluetoothPortSwift5",
+            ],
             swiftSettings: strictSettings
+        ),
+        // Code written for Apple's Core Bluetooth (a heart-rate central and peripheral) with only
+        // its import line changed, compiled in both language modes from the same files: the
+        // second directory is a symbolic link to the first. No upcoming features: it is written
+        // as an iOS app is.
+        .target(
+            name: "CoreBluetoothPort",
+            dependencies: ["BlueZKit"],
+            path: "Tests/CoreBluetoothPort"
+        ),
+        .target(
+            name: "CoreBluetoothPortSwift5",
+            dependencies: ["BlueZKit"],
+            path: "Tests/CoreBluetoothPortSwift5",
+            swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(
             name: "BlueZKitTesting",

@@ -101,7 +101,7 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
 
     func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any]) {
         let restored = dict[CBPeripheralManagerRestoredStateServicesKey] as? [MutableService] ?? []
-        let characteristics = restored.flatMap { $0.characteristics ?? [] }
+        let characteristics = restored.flatMap { ($0.characteristics as? [MutableCharacteristic]) ?? [] }
         func find(_ uuid: BluetoothUUID) -> MutableCharacteristic? { characteristics.first { $0.uuid == uuid } }
         // The centrals subscribed when the last process ended; bluetoothd ended their
         // subscriptions with it, so didUnsubscribeFrom follows for each, and they subscribe again.

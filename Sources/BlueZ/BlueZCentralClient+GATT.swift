@@ -22,6 +22,10 @@ extension BlueZCentralClient {
 
         init(path: ObjectPath) { self.path = path }
 
+        /// The handle of a local attribute (one published by a peripheral manager): the root
+        /// path, which no remote attribute has, so no call on a remote device ever matches it.
+        package static let local = AttributeID(path: .root)
+
         /// Whether this attribute is one of `device`'s (its object lies under the device's).
         package func belongs(to device: DeviceID) -> Bool { path.isDescendant(of: device.path) }
     }

@@ -107,8 +107,8 @@ public struct AdvertisementData: Hashable, Sendable, Codable {
     ///
     /// `String` for the local name, `Data` for manufacturer data,
     /// `[BluetoothUUID: Data]` for service data, `[BluetoothUUID]` for the
-    /// UUID lists, `Int` for the transmit power and `Bool` for
-    /// connectability (both also cast to `NSNumber`).
+    /// UUID lists, and `NSNumber` for the transmit power and connectability
+    /// (Apple's types; `as? Int` and `as? Bool` read them too).
     public subscript(key: String) -> Any? {
         switch key {
         case CBAdvertisementDataLocalNameKey: localName
@@ -116,8 +116,8 @@ public struct AdvertisementData: Hashable, Sendable, Codable {
         case CBAdvertisementDataServiceDataKey: serviceData.isEmpty ? nil : serviceData
         case CBAdvertisementDataServiceUUIDsKey: serviceUUIDs.isEmpty ? nil : serviceUUIDs
         case CBAdvertisementDataOverflowServiceUUIDsKey: overflowServiceUUIDs.isEmpty ? nil : overflowServiceUUIDs
-        case CBAdvertisementDataTxPowerLevelKey: txPowerLevel
-        case CBAdvertisementDataIsConnectable: isConnectable
+        case CBAdvertisementDataTxPowerLevelKey: txPowerLevel.map { NSNumber(value: $0) }
+        case CBAdvertisementDataIsConnectable: isConnectable.map { NSNumber(value: $0) }
         case CBAdvertisementDataSolicitedServiceUUIDsKey: solicitedServiceUUIDs.isEmpty ? nil : solicitedServiceUUIDs
         default: nil
         }

@@ -15,20 +15,21 @@ public import Foundation
 /// ```
 ///
 /// Creating one from text:
-/// - `init?(string:)` returns `nil` for text that is not a UUID, and
-///   `init(validating:)` throws a ``BluetoothUUIDError`` saying why. Core
-///   Bluetooth's `CBUUID(string:)` raises an exception instead; a library that
-///   parses values from the bus or from files must not trap, so this one
-///   doesn't. Ported code that writes `CBUUID(string: "180D")` therefore gets
-///   an optional.
-/// - A string literal (`let u: BluetoothUUID = "180D"`, or
-///   `BluetoothUUID("180D")`) is checked too, but an invalid literal is a
-///   programmer error and traps.
+/// - `init(string:)` is Core Bluetooth's `CBUUID(string:)`: it accepts what
+///   Apple's accepts and returns a UUID, not an optional. Text that is not a
+///   UUID is a programmer error there (Apple's raises an exception) and traps
+///   here, naming the text.
+/// - `init?(parsing:)` returns `nil` for text that is not a UUID, and
+///   `init(validating:)` throws a ``BluetoothUUIDError`` saying why. Use one of
+///   them for text that comes from outside your source: the bus, files, users.
+///   BlueZKit itself parses everything it receives with them.
+/// - A string literal (`let u: BluetoothUUID = "180D"`) is checked as
+///   `init(string:)` checks it.
 ///
-/// Accepted text, letters in either case: 4 hexadecimal digits (16-bit),
-/// 8 hexadecimal digits (32-bit), or 36 characters in the `8-4-4-4-12`
-/// hyphenated form (128-bit). Whitespace, braces and a `0x` prefix are
-/// rejected.
+/// Accepted text, letters in either case, optionally after a `0x` or `0X`
+/// prefix: 4 hexadecimal digits (16-bit), 8 hexadecimal digits (32-bit), or
+/// 36 characters in the `8-4-4-4-12` hyphenated form (128-bit). Whitespace and
+/// braces are rejected.
 public struct BluetoothUUID: Hashable, Sendable {
     /// The first 8 bytes of the 128-bit value, big-endian.
     private let high: UInt64
@@ -75,13 +76,30 @@ public struct BluetoothUUID: Hashable, Sendable {
         self.init(bytes128: bytes)
     }
 
-    /// Creates a UUID from its text, or returns `nil` if the text is not one.
+    /// Creates a UUID from its text, as Core Bluetooth's `CBUUID(string:)`;
+    /// text that is not a UUID traps.
     ///
     /// Accepts 4 or 8 hexadecimal digits or the 36-character hyphenated
-    /// form, in either case. Unlike Core Bluetooth's `CBUUID(string:)`, which
-    /// raises an exception, invalid text gives `nil`; use
-    /// ``init(validating:)-(String)`` to learn why.
-    public init?(string: String) {
+    /// form, in either case, with or without a `0x` prefix:
+    /// `CBUUID(string: "0x180D")`, `"180d"` and
+    /// `"0000180D-0000-1000-8000-00805F9B34FB"` are the same UUID. Core
+    /// Bluetooth raises an exception for other text; this initialiser stops the
+    /// program with a message naming the text. For text that does not come from
+    /// your source use ``init(parsing:)-(String)`` (nil) or
+    /// ``init(validating:)-(String)`` (throws).
+    public init(string: String) {
+        do {
+            try self.init(validating: string)
+        } catch {
+            fatalError("CBUUID(string:): \"\(string)\" is not a valid UUID string: \(error.message)")
+        }
+    }
+
+    /// Creates a UUID from its text, or returns `nil` if the text is not one.
+    ///
+    /// Accepts exactly what ``init(string:)`` accepts. This is the initialiser for
+    /// untrusted text: bus values, files, user input.
+    public init?(parsing string: String) {
         guard let uuid = try? Self(validating: string) else { return nil }
         self = uuid
     }
@@ -91,8 +109,11 @@ public struct BluetoothUUID: Hashable, Sendable {
     ///
     /// Accepts exactly what ``init(string:)`` accepts.
     public init(validating string: String) throws(BluetoothUUIDError) {
-        let chars = Array(string.utf8)
+        var chars = Array(string.utf8)
         guard !chars.isEmpty else { throw BluetoothUUIDError(.empty, input: string) }
+        if chars.count > 2, chars[0] == UInt8(ascii: "0"), chars[1] | 0x20 == UInt8(ascii: "x") {
+            chars.removeFirst(2)
+        }
         if let bad = chars.firstIndex(where: { Self.hexValue($0) == nil && $0 != UInt8(ascii: "-") }) {
             throw BluetoothUUIDError(
                 .invalidCharacter, input: string,
@@ -128,15 +149,32 @@ public struct BluetoothUUID: Hashable, Sendable {
     }
 
     /// Creates a UUID from 2, 4 or 16 big-endian bytes, as Core Bluetooth's
-    /// `CBUUID(data:)`, or returns `nil` for any other length.
+    /// `CBUUID(data:)`; any other length traps.
     ///
     /// Two bytes are a 16-bit UUID (`[0x18, 0x0D]` is `180D`), four bytes a
     /// 32-bit UUID and sixteen bytes the full 128-bit UUID, all in network
     /// (big-endian) order. Core Bluetooth raises an exception for other
-    /// lengths; this initialiser returns `nil`.
-    public init?(data: Data) {
+    /// lengths; this initialiser stops the program. Use ``init(parsing:)-(Data)``
+    /// for bytes that come from outside your source.
+    public init(data: Data) {
+        do {
+            try self.init(validating: data)
+        } catch {
+            fatalError("CBUUID(data:): \(data.count) bytes are not a UUID: \(error.message)")
+        }
+    }
+
+    /// Creates a UUID from 2, 4 or 16 big-endian bytes, or returns `nil` for
+    /// any other length.
+    public init?(parsing data: Data) {
         guard let uuid = try? Self(validating: data) else { return nil }
         self = uuid
+    }
+
+    /// Creates a Bluetooth UUID with the same 128 bits as a Foundation `UUID`,
+    /// as Core Bluetooth's `CBUUID(nsuuid:)`.
+    public init(nsuuid uuid: UUID) {
+        self.init(uuid)
     }
 
     /// Creates a UUID from 2, 4 or 16 big-endian bytes, throwing a
@@ -264,8 +302,8 @@ extension BluetoothUUID: ExpressibleByStringLiteral {
     /// Creates a UUID from a string literal such as `"180D"`.
     ///
     /// A literal that is not a UUID is a programmer error: this initialiser
-    /// traps, naming the literal and the reason. Use ``init(string:)`` or
-    /// ``init(validating:)-(String)`` for text that is not a literal in your source.
+    /// traps, naming the literal and the reason. Use ``init(parsing:)-(String)``
+    /// or ``init(validating:)-(String)`` for text that is not a literal in your source.
     public init(stringLiteral value: String) {
         do {
             try self.init(validating: value)
@@ -276,7 +314,7 @@ extension BluetoothUUID: ExpressibleByStringLiteral {
 }
 
 extension BluetoothUUID: Codable {
-    /// Decodes a UUID from a single string in any form ``init(string:)``
+    /// Decodes a UUID from a single string in any form ``init(parsing:)-(String)``
     /// accepts; other text is a `DecodingError.dataCorrupted`.
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
@@ -304,9 +342,9 @@ extension BluetoothUUID: CodingKeyRepresentable {
     }
 
     /// Reads a dictionary key written by ``codingKey``, or any text
-    /// ``init(string:)`` accepts; `nil` otherwise.
+    /// ``init(parsing:)-(String)`` accepts; `nil` otherwise.
     public init?<T: CodingKey>(codingKey: T) {
-        self.init(string: codingKey.stringValue)
+        self.init(parsing: codingKey.stringValue)
     }
 }
 

@@ -1,7 +1,8 @@
 /// The error thrown when a string or byte buffer is not a Bluetooth UUID.
 ///
-/// `BluetoothUUID(validating:)` throws it; `BluetoothUUID(string:)` and
-/// `BluetoothUUID(data:)` return `nil` for the same inputs. The ``code`` says
+/// `BluetoothUUID(validating:)` throws it; `BluetoothUUID(parsing:)` returns
+/// `nil` for the same inputs, and `BluetoothUUID(string:)` / `BluetoothUUID(data:)`
+/// (Core Bluetooth's, which raise) trap with its message. The ``code`` says
 /// what was wrong, ``input`` repeats the rejected text (or a hex dump of the
 /// rejected bytes) and ``message`` explains it in one sentence.
 public struct BluetoothUUIDError: Error, Hashable, Sendable, CustomStringConvertible {

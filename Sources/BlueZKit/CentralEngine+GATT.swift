@@ -64,7 +64,7 @@ extension CentralEngine {
         var model = gatt[id] ?? GattModel()
         var all: [Service] = []
         for info in database.services {
-            guard let uuid = BluetoothUUID(string: info.uuid) else { continue }
+            guard let uuid = BluetoothUUID(parsing: info.uuid) else { continue }
             let service =
                 model.services[info.id]
                 ?? Service(uuid: uuid, isPrimary: info.isPrimary, peripheral: peripheral, id: info.id)
@@ -100,7 +100,7 @@ extension CentralEngine {
         let wanted = filter.map(Set.init)
         var found: [Characteristic] = []
         for info in client.gattDatabase(of: id).characteristics where info.service == service.id {
-            guard let uuid = BluetoothUUID(string: info.uuid), wanted?.contains(uuid) ?? true else { continue }
+            guard let uuid = BluetoothUUID(parsing: info.uuid), wanted?.contains(uuid) ?? true else { continue }
             let characteristic =
                 model.characteristics[info.id]
                 ?? Characteristic(
@@ -120,7 +120,7 @@ extension CentralEngine {
         }
         var found: [Descriptor] = []
         for info in client.gattDatabase(of: id).descriptors where info.characteristic == characteristic.id {
-            guard let uuid = BluetoothUUID(string: info.uuid) else { continue }
+            guard let uuid = BluetoothUUID(parsing: info.uuid) else { continue }
             let descriptor =
                 model.descriptors[info.id] ?? Descriptor(uuid: uuid, characteristic: characteristic, id: info.id)
             model.descriptors[info.id] = descriptor

@@ -19,7 +19,7 @@ extension CentralEngine {
                 var subscriptions: [AttributeID] = []
                 peripheral.update(
                     services: saved.services?.compactMap { savedService -> Service? in
-                        guard let uuid = BluetoothUUID(string: savedService.uuid),
+                        guard let uuid = BluetoothUUID(parsing: savedService.uuid),
                             let serviceID = AttributeID(token: savedService.token)
                         else { return nil }
                         let service = Service(
@@ -28,7 +28,7 @@ extension CentralEngine {
                         if let characteristics = savedService.characteristics {
                             service.setCharacteristics(
                                 characteristics.compactMap { saved -> Characteristic? in
-                                    guard let uuid = BluetoothUUID(string: saved.uuid),
+                                    guard let uuid = BluetoothUUID(parsing: saved.uuid),
                                         let attribute = AttributeID(token: saved.token)
                                     else { return nil }
                                     let characteristic = Characteristic(

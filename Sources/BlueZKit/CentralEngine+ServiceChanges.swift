@@ -42,7 +42,7 @@ extension CentralEngine {
         let current = Dictionary(database.services.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
         let gone = { (attribute: AttributeID, exists: Bool) in change.removed.contains(attribute) || !exists }
         let invalidated = model.services.values.filter { service in
-            gone(service.id, current[service.id].flatMap { BluetoothUUID(string: $0.uuid) } == service.uuid)
+            gone(service.id, current[service.id].flatMap { BluetoothUUID(parsing: $0.uuid) } == service.uuid)
         }
         let appeared = database.services.contains { info in
             model.services[info.id] == nil || invalidated.contains { $0.id == info.id }

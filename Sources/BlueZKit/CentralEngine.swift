@@ -255,7 +255,7 @@ final class CentralEngine: @unchecked Sendable {
             client.devices.filter { id, device in
                 // A link we made counts even when bluetoothd never signalled Connected (BlueZ 5.66).
                 (device.connected || links[id]?.phase == .connected)
-                    && device.uuids.contains { BluetoothUUID(string: $0).map(wanted.contains) ?? false }
+                    && device.uuids.contains { BluetoothUUID(parsing: $0).map(wanted.contains) ?? false }
             }.map { peripheral(for: $0.0, $0.1) }
         }
     }
@@ -289,13 +289,13 @@ final class CentralEngine: @unchecked Sendable {
         }
         var serviceData: [BluetoothUUID: Data] = [:]
         for (uuid, bytes) in device.serviceData {
-            if let key = BluetoothUUID(string: uuid) { serviceData[key] = Data(bytes) }
+            if let key = BluetoothUUID(parsing: uuid) { serviceData[key] = Data(bytes) }
         }
         return AdvertisementData(
             localName: device.name,
             manufacturerData: manufacturer,
             serviceData: serviceData,
-            serviceUUIDs: device.uuids.compactMap(BluetoothUUID.init(string:)),
+            serviceUUIDs: device.uuids.compactMap(BluetoothUUID.init(parsing:)),
             txPowerLevel: device.txPower.map(Int.init),
             isConnectable: nil,
             solicitedServiceUUIDs: solicited(device.advertisingData))
@@ -308,7 +308,9 @@ final class CentralEngine: @unchecked Sendable {
             guard let bytes = advertisingData[type], bytes.count % width == 0 else { continue }
             for start in stride(from: 0, to: bytes.count, by: width) {
                 // AD fields are little-endian; BluetoothUUID's data is big-endian.
-                if let uuid = BluetoothUUID(data: Data(bytes[start..<start + width].reversed())) { uuids.append(uuid) }
+                if let uuid = BluetoothUUID(parsing: Data(bytes[start..<start + width].reversed())) {
+                    uuids.append(uuid)
+                }
             }
         }
         return uuids

@@ -175,7 +175,7 @@ public final class CentralManager: @unchecked Sendable {
             if !state.linked.contains(peripheral) { state.linked.append(peripheral) }
         }
         engine.connect(
-            peripheral, autoReconnect: options?[CBConnectPeripheralOptionEnableAutoReconnect] as? Bool ?? false)
+            peripheral, autoReconnect: options?.flag(CBConnectPeripheralOptionEnableAutoReconnect) ?? false)
         saveStateSoon()
     }
 
@@ -276,7 +276,8 @@ public final class CentralManager: @unchecked Sendable {
                 let (streams, scanning) = shared.withLock { (Array($0.scanStreams.values), $0.isScanning) }
                 guard scanning else { return }
                 peripheral.update(name: name)
-                delegate?.centralManager(self, didDiscover: peripheral, advertisementData: data, rssi: rssi)
+                delegate?.centralManager(
+                    self, didDiscover: peripheral, advertisementData: data.dictionary, rssi: NSNumber(value: rssi))
                 for stream in streams {
                     stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi))
                 }
@@ -372,7 +373,7 @@ public final class CentralManager: @unchecked Sendable {
             characteristic.update(notifying: notifying)
             delegate?.peripheral(peripheral, didUpdateNotificationStateFor: characteristic, error: error)
         case .rssi(let rssi, let error):
-            delegate?.peripheral(peripheral, didReadRSSI: rssi, error: error)
+            delegate?.peripheral(peripheral, didReadRSSI: NSNumber(value: rssi), error: error)
         case .name(let name):
             peripheral.update(name: name)
             delegate?.peripheralDidUpdateName(peripheral)

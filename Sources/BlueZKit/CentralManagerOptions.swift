@@ -1,3 +1,5 @@
+import Foundation
+
 /// Options for creating a central manager: Core Bluetooth's, and where to find Bluetooth on Linux.
 public struct CentralManagerOptions: Sendable, Hashable {
     /// Accepted for source compatibility and ignored: Linux has no system power alert.
@@ -64,13 +66,19 @@ public struct CentralManagerOptions: Sendable, Hashable {
         self.busAddress = busAddress
     }
 
-    /// Reads Core Bluetooth's option keys; values of the wrong type are ignored with a log line.
+    /// Reads Core Bluetooth's option keys and the Linux ones; values of the wrong type are ignored.
+    ///
+    /// Flags may be `Bool` or `NSNumber` (`NSNumber(value: true)`, as Objective-C code passes them).
+    /// Core Bluetooth's keys: ``CBCentralManagerOptionShowPowerAlertKey`` and
+    /// ``CBCentralManagerOptionRestoreIdentifierKey`` (the peripheral manager's keys have the same
+    /// values). Linux keys: ``BlueZKitOptionAdapterKey`` (``adapter``) and
+    /// ``BlueZKitOptionBusAddressKey`` (``busAddress``), both `String`s.
     public init(dictionary: [String: Any]) {
         self.init()
-        if let value = dictionary[CBCentralManagerOptionShowPowerAlertKey] {
-            showPowerAlert = (value as? Bool) ?? false
-        }
+        showPowerAlert = dictionary.flag(CBCentralManagerOptionShowPowerAlertKey) ?? false
         restoreIdentifier = dictionary[CBCentralManagerOptionRestoreIdentifierKey] as? String
+        adapter = dictionary[BlueZKitOptionAdapterKey] as? String
+        busAddress = dictionary[BlueZKitOptionBusAddressKey] as? String
     }
 }
 
@@ -99,12 +107,22 @@ public struct ScanOptions: Sendable, Hashable {
         self.pattern = pattern
     }
 
-    /// Reads Core Bluetooth's scan option keys.
+    /// Reads Core Bluetooth's scan option keys; flags may be `Bool` or `NSNumber`.
     public init(dictionary: [String: Any]?) {
         self.init()
         guard let dictionary else { return }
-        allowDuplicates = (dictionary[CBCentralManagerScanOptionAllowDuplicatesKey] as? Bool) ?? false
+        allowDuplicates = dictionary.flag(CBCentralManagerScanOptionAllowDuplicatesKey) ?? false
         solicitedServiceUUIDs =
             (dictionary[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] as? [BluetoothUUID]) ?? []
+    }
+}
+
+extension Dictionary where Key == String, Value == Any {
+    /// A flag of an options dictionary: a `Bool`, or an `NSNumber`'s `boolValue` as Core
+    /// Bluetooth reads it; nil when absent or of another type.
+    func flag(_ key: String) -> Bool? {
+        guard let value = self[key] else { return nil }
+        if let flag = value as? Bool { return flag }
+        return (value as? NSNumber)?.boolValue
     }
 }

@@ -56,19 +56,19 @@ extension CentralRestorationRecord.Scan {
     }
 
     /// The scan's service UUIDs (unparsable ones left out).
-    var serviceUUIDs: [BluetoothUUID]? { services.map { $0.compactMap(BluetoothUUID.init(string:)) } }
+    var serviceUUIDs: [BluetoothUUID]? { services.map { $0.compactMap(BluetoothUUID.init(parsing:)) } }
 
     /// The scan's options.
     var options: ScanOptions {
         ScanOptions(
             allowDuplicates: allowDuplicates,
-            solicitedServiceUUIDs: solicitedServiceUUIDs.compactMap(BluetoothUUID.init(string:)),
+            solicitedServiceUUIDs: solicitedServiceUUIDs.compactMap(BluetoothUUID.init(parsing:)),
             rssiThreshold: rssiThreshold, pattern: pattern)
     }
 
     /// Core Bluetooth's scan option dictionary for `CBCentralManagerRestoredStateScanOptionsKey`.
     var optionsDictionary: [String: Any] {
-        var dictionary: [String: Any] = [CBCentralManagerScanOptionAllowDuplicatesKey: allowDuplicates]
+        var dictionary: [String: Any] = [CBCentralManagerScanOptionAllowDuplicatesKey: NSNumber(value: allowDuplicates)]
         if !solicitedServiceUUIDs.isEmpty {
             dictionary[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] = options.solicitedServiceUUIDs
         }

@@ -33,3 +33,9 @@ public typealias CBMutableDescriptor = MutableDescriptor
 public typealias CBCentral = Central
 /// Core Bluetooth's name for ``ATTRequest``.
 public typealias CBATTRequest = ATTRequest
+
+/// Core Foundation's absolute time, seconds since 1 January 2001 (`Date`'s reference date),
+/// which Core Bluetooth's iOS 17 disconnection callback passes.
+///
+/// Foundation on Linux does not export Core Foundation's name, so BlueZKit declares it.
+public typealias CFAbsoluteTime = Double

@@ -35,9 +35,9 @@ public let CBAdvertisementDataServiceUUIDsKey: String = "kCBAdvDataServiceUUIDs"
 ///
 /// Apple's value is `kCBAdvDataHashedServiceUUIDs`.
 public let CBAdvertisementDataOverflowServiceUUIDsKey: String = "kCBAdvDataHashedServiceUUIDs"
-/// The transmit power of a peripheral in dBm, an `Int`.
+/// The transmit power of a peripheral in dBm, an `NSNumber`.
 public let CBAdvertisementDataTxPowerLevelKey: String = "kCBAdvDataTxPowerLevel"
-/// Whether the advertising peripheral accepts connections, a `Bool`.
+/// Whether the advertising peripheral accepts connections, an `NSNumber` holding a `Bool`.
 public let CBAdvertisementDataIsConnectable: String = "kCBAdvDataIsConnectable"
 /// The solicited service UUIDs, a `[BluetoothUUID]`.
 public let CBAdvertisementDataSolicitedServiceUUIDsKey: String = "kCBAdvDataSolicitedServiceUUIDs"
@@ -56,6 +56,19 @@ public let CBCentralManagerOptionShowPowerAlertKey: String = "kCBInitOptionShowP
 /// Central manager option: the restore identifier that keys the manager's
 /// preserved state; a `String`.
 public let CBCentralManagerOptionRestoreIdentifierKey: String = "kCBInitOptionRestoreIdentifier"
+
+// MARK: Linux manager options
+
+/// Linux manager option: the adapter to use, `"hci1"` or its address; a `String`.
+///
+/// Not Core Bluetooth's: the dictionary form of ``CentralManagerOptions/adapter``, for code that
+/// creates its managers with Core Bluetooth's `[String: Any]` options (central and peripheral).
+public let BlueZKitOptionAdapterKey: String = "BlueZKitOptionAdapter"
+/// Linux manager option: the D-Bus address of the system bus to use; a `String`.
+///
+/// Not Core Bluetooth's: the dictionary form of ``CentralManagerOptions/busAddress`` (central and
+/// peripheral). Tests point managers at a private bus with it.
+public let BlueZKitOptionBusAddressKey: String = "BlueZKitOptionBusAddress"
 
 // MARK: Peripheral manager options
 

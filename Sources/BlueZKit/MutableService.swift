@@ -1,32 +1,30 @@
 public import Foundation
 import Synchronization
 
-/// A service to publish with ``PeripheralManager/add(_:)``.
+/// A service to publish with ``PeripheralManager/add(_:)``, as Core Bluetooth's
+/// `CBMutableService`: a ``Service`` subclass.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
-public final class MutableService: @unchecked Sendable, Hashable, CustomStringConvertible {
-    /// The service's UUID.
-    public let uuid: BluetoothUUID
-    /// Whether it is a primary service.
-    public let isPrimary: Bool
-    private let list = Mutex<[MutableCharacteristic]?>(nil)
-    private let includes = Mutex<[MutableService]?>(nil)
-
+/// Its state lives in ``Service``'s `Mutex`, the invariant behind `@unchecked Sendable`.
+public final class MutableService: Service, @unchecked Sendable {
     /// A service of type `type`; add characteristics before publishing it.
     public init(type: BluetoothUUID, primary: Bool) {
-        self.uuid = type
-        self.isPrimary = primary
+        super.init(uuid: type, isPrimary: primary, peripheral: nil, id: .local)
     }
 
     /// The characteristics to publish; set before ``PeripheralManager/add(_:)``.
-    public var characteristics: [MutableCharacteristic]? {
-        get { list.withLock { $0 } }
-        set { list.withLock { $0 = newValue } }
+    ///
+    /// Core Bluetooth's type: the array holds ``MutableCharacteristic``s. An element of another
+    /// class (a remote peripheral's ``Characteristic``) is not published; Core Bluetooth raises
+    /// an exception for it.
+    public override var characteristics: [Characteristic]? {
+        get { super.characteristics }
+        set { setCharacteristics(newValue) }
     }
 
     /// The services this service includes (GATT's Include declarations); set before
     /// ``PeripheralManager/add(_:)``.
     ///
+    /// Core Bluetooth's type: the array holds ``MutableService``s; others are not published.
     /// BlueZ resolves an included service only inside the GATT application that includes it
     /// (the `Includes` property of `org.bluez.GattService1`), so the application registered for
     /// this service also carries every service it includes, directly or not, each once and
@@ -34,56 +32,83 @@ public final class MutableService: @unchecked Sendable, Hashable, CustomStringCo
     /// into that application while this service is published (see
     /// <doc:CoreBluetoothDifferences>). A service that includes itself through a cycle is refused:
     /// `didAdd` reports ``BluetoothError/Code/invalidParameters``.
-    public var includedServices: [MutableService]? {
-        get { includes.withLock { $0 } }
-        set { includes.withLock { $0 = newValue } }
+    public override var includedServices: [Service]? {
+        get { super.includedServices }
+        set { setIncludedServices(newValue) }
     }
 
-    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
-    public static func == (a: MutableService, b: MutableService) -> Bool { a === b }
-    /// Hashes the object's identity.
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The characteristics that are published: the ``MutableCharacteristic``s of ``characteristics``.
+    var publishedCharacteristics: [MutableCharacteristic] {
+        characteristics?.compactMap { $0 as? MutableCharacteristic } ?? []
+    }
+
+    /// The included services that are published: the ``MutableService``s of ``includedServices``.
+    var publishedIncludedServices: [MutableService] {
+        includedServices?.compactMap { $0 as? MutableService } ?? []
+    }
+
     /// The UUID.
-    public var description: String { "MutableService(\(uuid))" }
+    public override var description: String { "MutableService(\(uuid))" }
 }
 
-/// A characteristic to publish.
+/// A characteristic to publish, as Core Bluetooth's `CBMutableCharacteristic`: a
+/// ``Characteristic`` subclass.
 ///
 /// One created with a `value` is static: the library answers reads itself
 /// and the value cannot change (Core Bluetooth's rule; it must be read-only).
 /// One created with nil is dynamic: reads and writes reach the delegate.
 /// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
-public final class MutableCharacteristic: @unchecked Sendable, Hashable, CustomStringConvertible {
-    /// The characteristic's UUID.
-    public let uuid: BluetoothUUID
-    /// What centrals may do.
-    public let properties: CharacteristicProperties
-    /// Who may read and write the value.
-    public let permissions: AttributePermissions
-    private let state: Mutex<(value: Data?, descriptors: [MutableDescriptor]?)>
+public final class MutableCharacteristic: Characteristic, @unchecked Sendable {
+    /// What is published, settable until the service is added.
+    private struct Published {
+        var value: Data?
+        var descriptors: [Descriptor]?
+        var properties: CharacteristicProperties
+        var permissions: AttributePermissions
+    }
+
+    private let state: Mutex<Published>
     private let subscribers = Mutex<[Central]>([])
 
     /// Creates a characteristic; a non-nil `value` makes it static (cached, read-only).
     public init(
         type: BluetoothUUID, properties: CharacteristicProperties, value: Data?, permissions: AttributePermissions
     ) {
-        self.uuid = type
-        self.properties = properties
-        self.permissions = permissions
-        self.state = Mutex((value, nil))
+        self.state = Mutex(Published(value: value, properties: properties, permissions: permissions))
+        super.init(uuid: type, properties: properties, service: nil, id: .local)
+    }
+
+    /// What centrals may do; settable, as Core Bluetooth's, until the service is added (a change
+    /// takes effect when it is added again).
+    public override var properties: CharacteristicProperties {
+        get { state.withLock { $0.properties } }
+        set { state.withLock { $0.properties = newValue } }
+    }
+
+    /// Who may read and write the value; settable until the service is added, as ``properties``.
+    public var permissions: AttributePermissions {
+        get { state.withLock { $0.permissions } }
+        set { state.withLock { $0.permissions = newValue } }
     }
 
     /// The static value given at creation; nil for a dynamic characteristic (whose reads reach
     /// the delegate and whose updates go out with ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)``).
-    public var value: Data? {
+    public override var value: Data? {
         get { state.withLock { $0.value } }
         set { state.withLock { $0.value = newValue } }
     }
 
     /// The descriptors to publish with it.
-    public var descriptors: [MutableDescriptor]? {
+    ///
+    /// Core Bluetooth's type: the array holds ``MutableDescriptor``s; others are not published.
+    public override var descriptors: [Descriptor]? {
         get { state.withLock { $0.descriptors } }
         set { state.withLock { $0.descriptors = newValue } }
+    }
+
+    /// The descriptors that are published: the ``MutableDescriptor``s of ``descriptors``.
+    var publishedDescriptors: [MutableDescriptor] {
+        descriptors?.compactMap { $0 as? MutableDescriptor } ?? []
     }
 
     /// The centrals subscribed to this characteristic's notifications or indications,
@@ -92,29 +117,25 @@ public final class MutableCharacteristic: @unchecked Sendable, Hashable, CustomS
 
     func setSubscribedCentrals(_ centrals: [Central]) { subscribers.withLock { $0 = centrals } }
 
-    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
-    public static func == (a: MutableCharacteristic, b: MutableCharacteristic) -> Bool { a === b }
-    /// Hashes the object's identity.
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     /// The UUID and properties.
-    public var description: String { "MutableCharacteristic(\(uuid), \(properties))" }
+    public override var description: String { "MutableCharacteristic(\(uuid), \(properties))" }
 }
 
-/// A descriptor to publish, with a static value.
-public final class MutableDescriptor: Sendable, Hashable {
-    /// The descriptor's UUID.
-    public let uuid: BluetoothUUID
-    /// Its value (bytes).
-    public let value: Data
+/// A descriptor to publish, with a static value, as Core Bluetooth's `CBMutableDescriptor`: a
+/// ``Descriptor`` subclass.
+public final class MutableDescriptor: Descriptor, @unchecked Sendable {
+    /// The bytes published.
+    let bytes: Data
 
     /// Creates a descriptor with a static value.
     public init(type: BluetoothUUID, value: Data) {
-        self.uuid = type
-        self.value = value
+        self.bytes = value
+        super.init(uuid: type, characteristic: nil, id: .local)
     }
 
-    /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
-    public static func == (a: MutableDescriptor, b: MutableDescriptor) -> Bool { a === b }
-    /// Hashes the object's identity.
-    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The bytes published, never nil; ``Descriptor/value`` decodes them as Core Bluetooth does.
+    public override var data: Data? { bytes }
+
+    /// The UUID.
+    public override var description: String { "MutableDescriptor(\(uuid))" }
 }

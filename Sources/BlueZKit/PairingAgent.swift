@@ -137,7 +137,7 @@ public final class PairingAgent: @unchecked Sendable {
         case .authorizePairing:
             delegate.pairingAgent(self, authorizePairingWith: peer) { answer($0 ? .accept : .reject) }
         case .authorizeService(let uuid):
-            guard let service = BluetoothUUID(string: uuid) else { return answer(.reject) }
+            guard let service = BluetoothUUID(parsing: uuid) else { return answer(.reject) }
             answer(delegate.pairingAgent(self, authorizeService: service, for: peer) ? .accept : .reject)
         }
     }

@@ -1,8 +1,14 @@
+public import Foundation
+
 /// The methods a peripheral calls to report discoveries, values and notification state.
 ///
 /// Every method is called on the central manager's `queue`, in order, and has
-/// an empty default implementation. Errors are ``ATTError`` for failures the
+/// a default implementation. Errors are ``ATTError`` for failures the
 /// remote device reported and ``BluetoothError`` for the rest.
+///
+/// `didReadRSSI` has Core Bluetooth's signature (`NSNumber`), which the manager
+/// calls, and a typed Linux one (`Int`) that its default implementation calls:
+/// implement either (see ``CentralManagerDelegate`` for the rule).
 public protocol PeripheralDelegate: AnyObject {
     /// ``Peripheral/discoverServices(_:)`` finished; read ``Peripheral/services``.
     func peripheral(_ peripheral: Peripheral, didDiscoverServices error: (any Error)?)
@@ -24,7 +30,13 @@ public protocol PeripheralDelegate: AnyObject {
     /// ``Peripheral/setNotifyValue(_:for:)`` finished; read ``Characteristic/isNotifying``.
     func peripheral(
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?)
-    /// ``Peripheral/readRSSI()`` finished with the last RSSI in dBm.
+    /// ``Peripheral/readRSSI()`` finished with the last RSSI in dBm: Core Bluetooth's
+    /// signature, the one the manager calls.
+    ///
+    /// The default implementation calls ``peripheral(_:didReadRSSI:error:)-(_,Int,_)``.
+    func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: NSNumber, error: (any Error)?)
+    /// ``Peripheral/readRSSI()`` finished with the last RSSI in dBm, typed: the Linux variant,
+    /// called by the default implementation of Core Bluetooth's method.
     func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?)
     /// The peripheral's ``Peripheral/name`` changed (BlueZ's `Device1.Name`, from an
     /// advertisement or, once connected, the GAP Device Name; a local alias does not count).
@@ -76,6 +88,10 @@ extension PeripheralDelegate {
     public func peripheral(
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
     ) {}
+    /// Calls ``peripheral(_:didReadRSSI:error:)-(_,Int,_)`` with the RSSI as an `Int`.
+    public func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: NSNumber, error: (any Error)?) {
+        self.peripheral(peripheral, didReadRSSI: RSSI.intValue, error: error)
+    }
     /// Does nothing.
     public func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?) {}
     /// Does nothing.

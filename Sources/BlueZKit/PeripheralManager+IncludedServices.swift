@@ -56,7 +56,7 @@ extension PeripheralManager {
             let error = await self.addToLayout(service)
             self.queue.async {
                 self.saveState()
-                self.delegate?.peripheralManager(self, didAdd: service, error: error)
+                self.delegate?.peripheralManager(self, didAdd: service as Service, error: error)
             }
         }
     }
@@ -158,7 +158,7 @@ extension PeripheralManager {
             uniqueKeysWithValues: order.enumerated().map { (ObjectIdentifier($0.element), $0.offset) })
         let includes = order.enumerated().map { position, service in
             var seen: Set<Int> = []
-            return (service.includedServices ?? []).compactMap { included -> Int? in
+            return service.publishedIncludedServices.compactMap { included -> Int? in
                 guard let i = index[ObjectIdentifier(included)], i < position, seen.insert(i).inserted else {
                     return nil
                 }
@@ -184,7 +184,7 @@ extension PeripheralManager {
                 cycle = true
                 return
             }
-            for included in node.includedServices ?? [] where !removed.contains(ObjectIdentifier(included)) {
+            for included in node.publishedIncludedServices where !removed.contains(ObjectIdentifier(included)) {
                 visit(included)
             }
             visiting.remove(id)
@@ -223,7 +223,7 @@ extension PeripheralManager {
             all.enumerated().map { (ObjectIdentifier($0.element), $0.offset) }, uniquingKeysWith: { first, _ in first })
         return all.enumerated().map { position, service in
             var record = PeripheralRestorationRecord.Service(service)
-            let includes = (service.includedServices ?? []).filter { !removed.contains(ObjectIdentifier($0)) }
+            let includes = service.publishedIncludedServices.filter { !removed.contains(ObjectIdentifier($0)) }
                 .compactMap { index[ObjectIdentifier($0)] }
             record.includes = includes.isEmpty ? nil : includes
             record.isAdded = position < services.count ? nil : false

@@ -13,11 +13,11 @@ extension PeripheralManager {
         guard let client, let adapter = await adapterPath(client) else {
             throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter")
         }
-        let characteristics = layout.services.flatMap { $0.characteristics ?? [] }
+        let characteristics = layout.services.flatMap { $0.publishedCharacteristics }
         let descriptions = zip(layout.services, layout.includes).map { service, includes in
             BlueZGattApplication.Service(
                 uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
-                characteristics: (service.characteristics ?? []).map {
+                characteristics: service.publishedCharacteristics.map {
                     gattCharacteristic($0, adapterAddress: adapterAddress)
                 },
                 includes: includes)
@@ -47,8 +47,8 @@ extension PeripheralManager {
             uuid: characteristic.uuid.bluezString,
             flags: BlueZGattFlags.bluezFlags(
                 properties: characteristic.properties, permissions: characteristic.permissions),
-            descriptors: (characteristic.descriptors ?? []).map {
-                BlueZGattApplication.Descriptor(uuid: $0.uuid.bluezString, flags: ["read"], value: Array($0.value))
+            descriptors: characteristic.publishedDescriptors.map {
+                BlueZGattApplication.Descriptor(uuid: $0.uuid.bluezString, flags: ["read"], value: Array($0.bytes))
             },
             onRead: { [weak self] request in
                 // Permissions are the system's to enforce, as on Apple's platforms: the app is not

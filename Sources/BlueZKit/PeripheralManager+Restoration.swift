@@ -12,10 +12,10 @@ import Foundation
 /// The restored characteristics' ``MutableCharacteristic/subscribedCentrals`` are those of the
 /// moment the state was saved. bluetoothd ends every subscription to an application when the
 /// process that registered it goes away, so right after the first `didUpdateState` each of them
-/// gets ``PeripheralManagerDelegate/peripheralManager(_:central:didUnsubscribeFrom:)`` (and the
+/// gets ``PeripheralManagerDelegate/peripheralManager(_:central:didUnsubscribeFrom:)-(_,_,Characteristic)`` (and the
 /// list empties): a central that still wants values must subscribe again (bluetoothd tells
 /// connected centrals that the services changed, twice: when they went and when they are back),
-/// and ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)`` reports it.
+/// and ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)-(_,_,Characteristic)`` reports it.
 extension PeripheralManager {
     /// Why this manager did not restore or save state, if so: the identifier is used by another
     /// live manager in this process (the manager then stays `.unsupported` and does nothing),
@@ -80,7 +80,8 @@ extension PeripheralManager {
                 .map { central(address: $0, adapter: adapter) }
             characteristic.setSubscribedCentrals(current)
             for central in restored where !current.contains(central) {
-                delegate?.peripheralManager(self, central: central, didUnsubscribeFrom: characteristic)
+                delegate?.peripheralManager(
+                    self, central: central, didUnsubscribeFrom: characteristic as Characteristic)
             }
         }
         saveState()
@@ -92,8 +93,8 @@ extension PeripheralManager {
         var characteristics: [MutableCharacteristic] = []
         func visit(_ service: MutableService) {
             guard seen.insert(ObjectIdentifier(service)).inserted else { return }
-            characteristics += service.characteristics ?? []
-            for included in service.includedServices ?? [] { visit(included) }
+            characteristics += service.publishedCharacteristics
+            for included in service.publishedIncludedServices { visit(included) }
         }
         services.forEach(visit)
         return characteristics

@@ -277,9 +277,11 @@ extension PeripheralManager {
             guard let delegate = self.delegate else { return }
             for central in centrals {
                 switch change {
-                case .subscribed: delegate.peripheralManager(self, central: central, didSubscribeTo: characteristic)
+                case .subscribed:
+                    delegate.peripheralManager(self, central: central, didSubscribeTo: characteristic as Characteristic)
                 case .unsubscribed:
-                    delegate.peripheralManager(self, central: central, didUnsubscribeFrom: characteristic)
+                    delegate.peripheralManager(
+                        self, central: central, didUnsubscribeFrom: characteristic as Characteristic)
                 }
             }
         }

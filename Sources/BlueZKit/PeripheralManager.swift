@@ -13,7 +13,7 @@ import Synchronization
 /// methods may be called from any thread.
 ///
 /// Subscriptions are reported per central as far as BlueZ 5.66 lets us tell them apart
-/// (see ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)``);
+/// (see ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)-(_,_,Characteristic)``);
 /// ``updateValue(_:for:onSubscribedCentrals:)`` reaches every subscriber and pushes back when
 /// the bus is not keeping up or, for a characteristic that only indicates, until the centrals
 /// confirmed the previous value. Published services and the advertisement are registered again

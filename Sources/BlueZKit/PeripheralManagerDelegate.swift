@@ -2,11 +2,23 @@
 /// advertising and the requests of centrals.
 ///
 /// Every method is called on the manager's `queue`, in order. All but
-/// ``peripheralManagerDidUpdateState(_:)`` have empty default implementations.
+/// ``peripheralManagerDidUpdateState(_:)`` have default implementations.
+///
+/// `didAdd`, `didSubscribeTo` and `didUnsubscribeFrom` have Core Bluetooth's
+/// signatures (``Service``, ``Characteristic``), which the manager calls, and typed
+/// Linux ones (``MutableService``, ``MutableCharacteristic``) that their default
+/// implementations call: implement either (see ``CentralManagerDelegate`` for the rule).
 public protocol PeripheralManagerDelegate: AnyObject {
     /// The manager's ``PeripheralManager/state`` changed.
     func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager)
-    /// ``PeripheralManager/add(_:)`` finished (`GattManager1.RegisterApplication` answered).
+    /// ``PeripheralManager/add(_:)`` finished (`GattManager1.RegisterApplication` answered): Core
+    /// Bluetooth's signature, the one the manager calls.
+    ///
+    /// `service` is the ``MutableService`` that was added. The default implementation calls
+    /// ``peripheralManager(_:didAdd:error:)-(_,MutableService,_)``.
+    func peripheralManager(_ peripheral: PeripheralManager, didAdd service: Service, error: (any Error)?)
+    /// ``PeripheralManager/add(_:)`` finished, typed: the Linux variant, called by the default
+    /// implementation of Core Bluetooth's method.
     func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?)
     /// ``PeripheralManager/startAdvertising(_:)-([String:Any]?)`` finished.
     func peripheralManagerDidStartAdvertising(_ peripheral: PeripheralManager, error: (any Error)?)
@@ -17,10 +29,25 @@ public protocol PeripheralManagerDelegate: AnyObject {
     /// (writes without response need no answer).
     func peripheralManager(_ peripheral: PeripheralManager, didReceiveWrite requests: [ATTRequest])
     /// A central enabled notifications or indications of `characteristic` (it wrote the CCC descriptor;
-    /// bluetoothd called our `StartNotify`).
+    /// bluetoothd called our `StartNotify`): Core Bluetooth's signature, the one the manager calls.
+    ///
+    /// `characteristic` is the ``MutableCharacteristic`` you published. The default
+    /// implementation calls ``peripheralManager(_:central:didSubscribeTo:)-(_,_,MutableCharacteristic)``.
+    func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: Characteristic)
+    /// A central enabled notifications or indications, typed: the Linux variant, called by the
+    /// default implementation of Core Bluetooth's method.
     func peripheralManager(
         _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: MutableCharacteristic)
-    /// A central disabled notifications or indications of `characteristic`, or its link went down.
+    /// A central disabled notifications or indications of `characteristic`, or its link went down:
+    /// Core Bluetooth's signature, the one the manager calls.
+    ///
+    /// The default implementation calls
+    /// ``peripheralManager(_:central:didUnsubscribeFrom:)-(_,_,MutableCharacteristic)``.
+    func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didUnsubscribeFrom characteristic: Characteristic)
+    /// A central disabled notifications or indications, typed: the Linux variant, called by the
+    /// default implementation of Core Bluetooth's method.
     func peripheralManager(
         _ peripheral: PeripheralManager, central: Central, didUnsubscribeFrom characteristic: MutableCharacteristic)
     /// ``PeripheralManager/updateValue(_:for:onSubscribedCentrals:)`` returned false earlier and
@@ -36,12 +63,31 @@ public protocol PeripheralManagerDelegate: AnyObject {
     /// advertises again on its own once the adapter is powered on; `didAdd` is not called for them.
     /// bluetoothd ended the restored subscriptions with the earlier process: right after the
     /// first ``peripheralManagerDidUpdateState(_:)`` each restored subscribed central gets
-    /// ``peripheralManager(_:central:didUnsubscribeFrom:)``, and `didSubscribeTo` when it
+    /// ``peripheralManager(_:central:didUnsubscribeFrom:)-(_,_,Characteristic)``, and `didSubscribeTo` when it
     /// subscribes again.
     func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any])
 }
 
 extension PeripheralManagerDelegate {
+    /// Calls ``peripheralManager(_:didAdd:error:)-(_,MutableService,_)``.
+    public func peripheralManager(_ peripheral: PeripheralManager, didAdd service: Service, error: (any Error)?) {
+        guard let service = service as? MutableService else { return }
+        peripheralManager(peripheral, didAdd: service, error: error)
+    }
+    /// Calls ``peripheralManager(_:central:didSubscribeTo:)-(_,_,MutableCharacteristic)``.
+    public func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: Characteristic
+    ) {
+        guard let characteristic = characteristic as? MutableCharacteristic else { return }
+        peripheralManager(peripheral, central: central, didSubscribeTo: characteristic)
+    }
+    /// Calls ``peripheralManager(_:central:didUnsubscribeFrom:)-(_,_,MutableCharacteristic)``.
+    public func peripheralManager(
+        _ peripheral: PeripheralManager, central: Central, didUnsubscribeFrom characteristic: Characteristic
+    ) {
+        guard let characteristic = characteristic as? MutableCharacteristic else { return }
+        peripheralManager(peripheral, central: central, didUnsubscribeFrom: characteristic)
+    }
     /// Does nothing.
     public func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?)
     {}

@@ -55,13 +55,13 @@ extension PeripheralRestorationRecord.Service {
     init(_ service: MutableService) {
         uuid = service.uuid.uuidString
         isPrimary = service.isPrimary
-        characteristics = (service.characteristics ?? []).map { characteristic in
+        characteristics = service.publishedCharacteristics.map { characteristic in
             PeripheralRestorationRecord.Characteristic(
                 uuid: characteristic.uuid.uuidString, properties: characteristic.properties.rawValue,
                 permissions: characteristic.permissions.rawValue,
                 value: characteristic.value,
-                descriptors: (characteristic.descriptors ?? []).map {
-                    PeripheralRestorationRecord.Descriptor(uuid: $0.uuid.uuidString, value: $0.value)
+                descriptors: characteristic.publishedDescriptors.map {
+                    PeripheralRestorationRecord.Descriptor(uuid: $0.uuid.uuidString, value: $0.bytes)
                 },
                 subscribedCentrals: characteristic.subscribedCentrals.flatMap { centrals in
                     centrals.isEmpty
@@ -76,15 +76,15 @@ extension PeripheralRestorationRecord.Service {
 
     /// The service object again; nil when a UUID no longer parses.
     var mutableService: MutableService? {
-        guard let type = BluetoothUUID(string: uuid) else { return nil }
+        guard let type = BluetoothUUID(parsing: uuid) else { return nil }
         let service = MutableService(type: type, primary: isPrimary)
         service.characteristics = characteristics.compactMap { saved in
-            guard let type = BluetoothUUID(string: saved.uuid) else { return nil }
+            guard let type = BluetoothUUID(parsing: saved.uuid) else { return nil }
             let characteristic = MutableCharacteristic(
                 type: type, properties: CharacteristicProperties(rawValue: saved.properties), value: saved.value,
                 permissions: AttributePermissions(rawValue: saved.permissions))
             characteristic.descriptors = saved.descriptors.compactMap { descriptor in
-                BluetoothUUID(string: descriptor.uuid).map { MutableDescriptor(type: $0, value: descriptor.value) }
+                BluetoothUUID(parsing: descriptor.uuid).map { MutableDescriptor(type: $0, value: descriptor.value) }
             }
             if let centrals = saved.subscribedCentrals, !centrals.isEmpty {
                 // Lengths from a hostile file are kept within what a Central can report.

@@ -2,20 +2,23 @@ import BlueZ
 public import Foundation
 import Synchronization
 
-/// A service of a remote peripheral, found by ``Peripheral/discoverServices(_:)``.
+/// A service of a remote peripheral, found by ``Peripheral/discoverServices(_:)``, as Core
+/// Bluetooth's `CBService`.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
-public final class Service: @unchecked Sendable, Hashable, CustomStringConvertible {
+/// As in Core Bluetooth, ``MutableService`` (a service you publish) is a subclass. Only
+/// BlueZKit creates subclasses. The invariant behind `@unchecked Sendable`: mutable state
+/// sits behind a `Mutex`, in this class and in its subclasses.
+public class Service: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The service's UUID.
     public let uuid: BluetoothUUID
     /// Whether it is a primary service (false for secondary services).
     public let isPrimary: Bool
-    /// The peripheral the service belongs to.
+    /// The peripheral the service belongs to (nil for a ``MutableService``).
     public private(set) weak var peripheral: Peripheral?
     let id: BlueZCentralClient.AttributeID
     private let discovered = Mutex<([Characteristic]?, [Service]?)>((nil, nil))
 
-    init(uuid: BluetoothUUID, isPrimary: Bool, peripheral: Peripheral, id: BlueZCentralClient.AttributeID) {
+    init(uuid: BluetoothUUID, isPrimary: Bool, peripheral: Peripheral?, id: BlueZCentralClient.AttributeID) {
         self.uuid = uuid
         self.isPrimary = isPrimary
         self.peripheral = peripheral
@@ -27,8 +30,8 @@ public final class Service: @unchecked Sendable, Hashable, CustomStringConvertib
     /// The included services discovered so far (nil before ``Peripheral/discoverIncludedServices(_:for:)``).
     public var includedServices: [Service]? { discovered.withLock { $0.1 } }
 
-    func setCharacteristics(_ list: [Characteristic]) { discovered.withLock { $0.0 = list } }
-    func setIncludedServices(_ list: [Service]) { discovered.withLock { $0.1 = list } }
+    func setCharacteristics(_ list: [Characteristic]?) { discovered.withLock { $0.0 = list } }
+    func setIncludedServices(_ list: [Service]?) { discovered.withLock { $0.1 = list } }
 
     /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: Service, b: Service) -> Bool { a === b }
@@ -38,26 +41,30 @@ public final class Service: @unchecked Sendable, Hashable, CustomStringConvertib
     public var description: String { "Service(\(uuid)\(isPrimary ? "" : ", secondary"))" }
 }
 
-/// A characteristic of a remote service.
+/// A characteristic of a remote service, as Core Bluetooth's `CBCharacteristic`.
 ///
 /// `value` and `isNotifying` are updated on the manager's queue right before
-/// the delegate call that reports them. The invariant behind
-/// `@unchecked Sendable`: mutable state sits behind a `Mutex`.
-public final class Characteristic: @unchecked Sendable, Hashable, CustomStringConvertible {
+/// the delegate call that reports them. As in Core Bluetooth,
+/// ``MutableCharacteristic`` is a subclass; only BlueZKit creates subclasses. The
+/// invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`, in
+/// this class and in its subclasses.
+public class Characteristic: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The characteristic's UUID.
     public let uuid: BluetoothUUID
     /// What the characteristic allows (from BlueZ's `Flags`).
-    public let properties: CharacteristicProperties
-    /// The service it belongs to.
+    public var properties: CharacteristicProperties { fixedProperties }
+    /// The properties given at creation.
+    private let fixedProperties: CharacteristicProperties
+    /// The service it belongs to (nil for a ``MutableCharacteristic``).
     public private(set) weak var service: Service?
     let id: BlueZCentralClient.AttributeID
     private let mutable = Mutex<(value: Data?, notifying: Bool, descriptors: [Descriptor]?)>((nil, false, nil))
 
     init(
-        uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service, id: BlueZCentralClient.AttributeID
+        uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service?, id: BlueZCentralClient.AttributeID
     ) {
         self.uuid = uuid
-        self.properties = properties
+        self.fixedProperties = properties
         self.service = service
         self.id = id
     }
@@ -81,25 +88,32 @@ public final class Characteristic: @unchecked Sendable, Hashable, CustomStringCo
     public var description: String { "Characteristic(\(uuid), \(properties))" }
 }
 
-/// A descriptor of a remote characteristic.
+/// A descriptor of a remote characteristic, as Core Bluetooth's `CBDescriptor`.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
-public final class Descriptor: @unchecked Sendable, Hashable, CustomStringConvertible {
+/// As in Core Bluetooth, ``MutableDescriptor`` is a subclass; only BlueZKit creates
+/// subclasses. The invariant behind `@unchecked Sendable`: mutable state sits behind a
+/// `Mutex`, in this class and in its subclasses.
+public class Descriptor: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The descriptor's UUID.
     public let uuid: BluetoothUUID
-    /// The characteristic it belongs to.
+    /// The characteristic it belongs to (nil for a ``MutableDescriptor``).
     public private(set) weak var characteristic: Characteristic?
     let id: BlueZCentralClient.AttributeID
     private let mutable = Mutex<Data?>(nil)
 
-    init(uuid: BluetoothUUID, characteristic: Characteristic, id: BlueZCentralClient.AttributeID) {
+    init(uuid: BluetoothUUID, characteristic: Characteristic?, id: BlueZCentralClient.AttributeID) {
         self.uuid = uuid
         self.characteristic = characteristic
         self.id = id
     }
 
-    /// The last value read (raw bytes; Core Bluetooth decodes some descriptor types, this does not).
-    public var value: Data? { mutable.withLock { $0 } }
+    /// The last value read, typed as Core Bluetooth types it: an `NSNumber` for the Characteristic
+    /// Extended Properties (`2900`) and the Client and Server Characteristic Configuration (`2902`,
+    /// `2903`) descriptors, a `String` for the Characteristic User Description (`2901`), `Data`
+    /// for every other descriptor; nil before a read.
+    public var value: Any? { data.map { Self.coreBluetoothValue(of: $0, type: uuid) } }
+    /// The bytes of the last value read, undecoded; nil before a read. A Linux addition.
+    public var data: Data? { mutable.withLock { $0 } }
     func update(value: Data?) { mutable.withLock { $0 = value } }
 
     /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).

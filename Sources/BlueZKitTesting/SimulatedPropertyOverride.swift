@@ -9,4 +9,10 @@ public enum SimulatedPropertyOverride: Sendable, Hashable {
     case wrongType
     /// The property is absent.
     case missing
+    /// The property is this string (`s`), whatever its real type: for example a `UUID` that is
+    /// not a UUID.
+    case string(String)
+    /// The property is this array of strings (`as`), whatever its real type: for example
+    /// `UUIDs` holding text that is not a UUID.
+    case strings([String])
 }

@@ -38,6 +38,8 @@ extension SimulatorCore {
                 } else {
                     values[key.name] = .string("wrong-type")
                 }
+            case .string(let text): values[key.name] = .string(text)
+            case .strings(let texts): values[key.name] = .stringArray(texts)
             }
         }
         return values

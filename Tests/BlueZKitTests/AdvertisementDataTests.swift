@@ -53,7 +53,7 @@ struct AdvertisementDataTests {
     @Test func readsThePeripheralManagersDictionary() throws {
         let ad = try AdvertisementData(dictionary: [
             CBAdvertisementDataLocalNameKey: "Door lock",
-            CBAdvertisementDataServiceUUIDsKey: [CBUUID(string: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7")!],
+            CBAdvertisementDataServiceUUIDsKey: [CBUUID(string: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7")],
             CBAdvertisementDataTxPowerLevelKey: NSNumber(value: -20),
             CBAdvertisementDataIsConnectable: NSNumber(value: true),
             "kCBAdvDataSomethingNew": 42,

@@ -19,6 +19,13 @@ struct BluetoothUUIDTests {
         Valid(input: "180D", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
         Valid(input: "180d", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
         Valid(input: "0000180D", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
+        // Core Bluetooth accepts a 0x prefix, as the heart-rate tutorials write it.
+        Valid(input: "0x180D", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
+        Valid(input: "0X180d", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
+        Valid(input: "0x0000180D", uuidString: "180D", bluez: heartRateLong, short: 0x180D, dataCount: 2),
+        Valid(
+            input: "0x0000180D-0000-1000-8000-00805F9B34FB", uuidString: "180D", bluez: heartRateLong,
+            short: 0x180D, dataCount: 2),
         Valid(
             input: "0000180D-0000-1000-8000-00805F9B34FB", uuidString: "180D", bluez: heartRateLong,
             short: 0x180D, dataCount: 2),
@@ -52,7 +59,8 @@ struct BluetoothUUIDTests {
 
     @Test(arguments: valid)
     func parsesValidStrings(_ row: Valid) throws {
-        let uuid = try #require(BluetoothUUID(string: row.input))
+        let uuid = try #require(BluetoothUUID(parsing: row.input))
+        #expect(BluetoothUUID(string: row.input) == uuid)
         #expect(uuid.uuidString == row.uuidString)
         #expect(uuid.description == row.uuidString)
         #expect(uuid.bluezString == row.bluez)
@@ -78,7 +86,10 @@ struct BluetoothUUIDTests {
         ("180D ", .invalidCharacter),
         ("180D\n", .invalidCharacter),
         (" 0000180D-0000-1000-8000-00805F9B34FB", .invalidCharacter),
-        ("0x180D", .invalidCharacter),
+        ("0x", .invalidCharacter),
+        ("0x0x180D", .invalidCharacter),
+        ("x180D", .invalidCharacter),
+        ("0y180D", .invalidCharacter),
         ("１８０Ｄ", .invalidCharacter),
         ("18-D", .misplacedHyphen),
         ("0000-80D", .misplacedHyphen),
@@ -89,7 +100,7 @@ struct BluetoothUUIDTests {
 
     @Test(arguments: invalid)
     func rejectsInvalidStrings(_ input: String, _ code: BluetoothUUIDError.Code) {
-        #expect(BluetoothUUID(string: input) == nil)
+        #expect(BluetoothUUID(parsing: input) == nil)
         #expect(throws: BluetoothUUIDError.self) { try BluetoothUUID(validating: input) }
         do {
             _ = try BluetoothUUID(validating: input)
@@ -107,8 +118,10 @@ struct BluetoothUUIDTests {
             BluetoothUUID("0000180D"),
             BluetoothUUID(0x180D),
             BluetoothUUID(uuid32: 0x180D),
-            try #require(BluetoothUUID(data: Data([0x18, 0x0D]))),
-            try #require(BluetoothUUID(data: Data([0x00, 0x00, 0x18, 0x0D]))),
+            BluetoothUUID(data: Data([0x18, 0x0D])),
+            try #require(BluetoothUUID(parsing: Data([0x18, 0x0D]))),
+            BluetoothUUID(data: Data([0x00, 0x00, 0x18, 0x0D])),
+            BluetoothUUID(nsuuid: try #require(UUID(uuidString: "0000180D-0000-1000-8000-00805F9B34FB"))),
             BluetoothUUID(try #require(UUID(uuidString: "0000180D-0000-1000-8000-00805F9B34FB"))),
         ]
         for form in forms {
@@ -122,7 +135,8 @@ struct BluetoothUUIDTests {
 
     @Test(arguments: valid)
     func dataRoundTrips(_ row: Valid) throws {
-        let uuid = try #require(BluetoothUUID(string: row.input))
+        let uuid = try #require(BluetoothUUID(parsing: row.input))
+        #expect(BluetoothUUID(string: row.input) == uuid)
         #expect(BluetoothUUID(data: uuid.data) == uuid)
         #expect(try BluetoothUUID(validating: uuid.data) == uuid)
         // The full 16-byte form reads back to the same value too.
@@ -145,7 +159,7 @@ struct BluetoothUUIDTests {
             0x00, 0x00, 0x18, 0x0D, 0x00, 0x00, 0x10, 0x00,
             0x80, 0x00, 0x00, 0x80, 0x5F, 0x9B, 0x34, 0xFB,
         ])
-        let fromLong = try #require(BluetoothUUID(data: longBytes))
+        let fromLong = try #require(BluetoothUUID(parsing: longBytes))
         #expect(fromLong == BluetoothUUID("180D"))
         #expect(fromLong.data.count == 2)
         // A slice whose indices do not start at zero.
@@ -156,7 +170,7 @@ struct BluetoothUUIDTests {
     @Test(arguments: [0, 1, 3, 5, 8, 15, 17, 32])
     func rejectsDataOfOtherLengths(_ count: Int) {
         let data = Data(repeating: 0xAB, count: count)
-        #expect(BluetoothUUID(data: data) == nil)
+        #expect(BluetoothUUID(parsing: data) == nil)
         do {
             _ = try BluetoothUUID(validating: data)
             Issue.record("\(count) bytes were accepted")
@@ -192,6 +206,21 @@ struct BluetoothUUIDTests {
         #expect(try JSONDecoder().decode([BluetoothUUID: Int].self, from: longKey) == keyed)
         let badKey = Data(#"{"180G":1}"#.utf8)
         #expect(throws: DecodingError.self) { try JSONDecoder().decode([BluetoothUUID: Int].self, from: badKey) }
+    }
+
+    @Test func coreBluetoothsStringInitializerTrapsNamingTheText() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let text = "not a UUID"
+            _ = CBUUID(string: text)
+        }
+        let message = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+        #expect(message.contains(#"CBUUID(string:): "not a UUID" is not a valid UUID string"#))
+    }
+
+    @Test func coreBluetoothsDataInitializerTrapsOnOtherLengths() async {
+        await #expect(processExitsWith: .failure) {
+            _ = CBUUID(data: Data([1, 2, 3]))
+        }
     }
 
     @Test func anInvalidLiteralTraps() async {

@@ -69,4 +69,39 @@ import Testing
         #expect((events.lastError as? BluetoothError)?.code == .peripheralDisconnected)
         #expect(peripheral.state == .disconnected)
     }
+
+    /// `CBUUID(string:)` traps on invalid text, as Apple's raises; BlueZKit parses what comes from the
+    /// bus with `init(parsing:)`, so invalid UUID strings in bluetoothd's properties are skipped.
+    @Test func invalidUUIDStringsFromTheBusAreSkipped() async throws {
+        let fixture = try await CentralFixture.make()
+        defer { fixture.bluez.stop() }
+        let battery = SimulatedCharacteristic(uuid: "2A19", flags: ["read"], value: [90])
+        let sensor = SimulatedPeripheral(
+            address: "C0:FF:EE:00:00:04", name: "Odd", serviceUUIDs: ["180D"],
+            services: [
+                SimulatedService(
+                    uuid: "180D", characteristics: [SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [1])]),
+                SimulatedService(uuid: "180F", characteristics: [battery]),
+            ])
+        try fixture.bluez.addPeripheral(sensor)
+        fixture.bluez.overrideProperty(
+            "UUIDs", on: sensor, with: .strings(["0000180d-0000-1000-8000-00805f9b34fb", "not-a-uuid", "0x", "{180F}"]))
+        let peripheral = try await firstDiscovery(fixture.central, scanningFor: nil, advertising: sensor)
+        let data = try #require(fixture.delegate.discoveries(named: "Odd").first?.data)
+        #expect(data.serviceUUIDs == [BluetoothUUID(0x180D)])
+
+        let events = RecordingPeripheralDelegate()
+        peripheral.delegate = events
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected") { peripheral.state == .connected }
+        let batteryPath = try #require(battery.objectPath)
+        fixture.bluez.overrideProperty(
+            "UUID", of: "org.bluez.GattCharacteristic1", at: batteryPath, with: .string("2A1G"))
+        peripheral.discoverServices(nil)
+        try await waitUntil("services") { events.events.count == 1 }
+        let service = try #require(peripheral.services?.first { $0.uuid == BluetoothUUID(0x180F) })
+        peripheral.discoverCharacteristics(nil, for: service)
+        try await waitUntil("characteristics") { events.events.count == 2 }
+        #expect(service.characteristics?.isEmpty == true, "the characteristic whose UUID is not one is skipped")
+    }
 }

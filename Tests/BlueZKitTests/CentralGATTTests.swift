@@ -33,6 +33,9 @@ final class RecordingPeripheralDelegate: PeripheralDelegate, @unchecked Sendable
         let hex = (characteristic.value ?? Data()).map { String(format: "%02x", $0) }.joined()
         record("value \(characteristic.uuid) \(hex)", error)
     }
+    func peripheral(_ peripheral: Peripheral, didUpdateValueFor descriptor: Descriptor, error: (any Error)?) {
+        record("descriptor value \(descriptor.uuid)", error)
+    }
     func peripheral(_ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?) {
         record("wrote \(characteristic.uuid)", error)
     }

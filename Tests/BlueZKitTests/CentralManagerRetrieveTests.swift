@@ -88,7 +88,7 @@ import Testing
             func centralManagerDidUpdateState(_ central: CBCentralManager) {
                 if central.state == .poweredOn {
                     central.scanForPeripherals(
-                        withServices: [CBUUID(string: "180D")!],
+                        withServices: [CBUUID(string: "180D")],
                         options: [CBCentralManagerScanOptionAllowDuplicatesKey: false])
                 }
             }

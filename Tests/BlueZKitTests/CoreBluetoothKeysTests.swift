@@ -52,8 +52,8 @@ struct CoreBluetoothKeysTests {
         // The seed's snippets, in Swift, compile unchanged.
         let heartRate = CBUUID(string: "180D")
         let custom = CBUUID(string: "71DA3FD1-7E10-41C1-B16F-4430B506CDE7")
-        #expect(heartRate?.uuidString == "180D")
-        #expect(custom?.uuidString == "71DA3FD1-7E10-41C1-B16F-4430B506CDE7")
-        #expect(CBUUID(string: CBUUIDClientCharacteristicConfigurationString)?.shortValue == 0x2902)
+        #expect(heartRate.uuidString == "180D")
+        #expect(custom.uuidString == "71DA3FD1-7E10-41C1-B16F-4430B506CDE7")
+        #expect(CBUUID(string: CBUUIDClientCharacteristicConfigurationString).shortValue == 0x2902)
     }
 }

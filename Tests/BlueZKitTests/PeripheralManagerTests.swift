@@ -41,7 +41,7 @@ import Testing
         // 3 (flags) + 2 + 16 (one 128-bit UUID) + 2 + 12 (name) = 35 bytes > 31.
         manager.startAdvertising([
             CBAdvertisementDataLocalNameKey: "A long name.",
-            CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")!],
+            CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")],
         ])
         try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
         let error = try #require(recorder.errors.withLock { $0.first } as? BluetoothError)
@@ -70,7 +70,7 @@ import Testing
         manager.startAdvertising(
             AdvertisementData(
                 localName: "Sensor", serviceUUIDs: [BluetoothUUID(0x180D)],
-                solicitedServiceUUIDs: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")!]))
+                solicitedServiceUUIDs: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")]))
         try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
         #expect((recorder.errors.withLock { $0.first } as? BluetoothError)?.code == .advertisingDataTooLarge)
     }

@@ -23,7 +23,7 @@ import Testing
             let advertisement = dict[CBPeripheralManagerRestoredStateAdvertisementDataKey] as? [String: Any]
             let name = advertisement?[CBAdvertisementDataLocalNameKey] as? String
             restoredServices.withLock { $0 = services }
-            for characteristic in services.flatMap({ $0.characteristics ?? [] }) {
+            for characteristic in services.flatMap({ ($0.characteristics as? [MutableCharacteristic]) ?? [] }) {
                 let centrals = characteristic.subscribedCentrals ?? []
                 restoredSubscribers.withLock { $0[characteristic.uuid] = centrals }
             }
@@ -125,7 +125,7 @@ import Testing
         try await waitUntil("a subscription to the restored characteristic") {
             second.events.contains("subscribed 2A37")
         }
-        let measurement = try #require(service.characteristics?.first)
+        let measurement = try #require(service.characteristics?.first as? MutableCharacteristic)
         #expect(manager.updateValue(Data([0, 70]), for: measurement, onSubscribedCentrals: nil))
     }
 
@@ -176,7 +176,8 @@ import Testing
         #expect(restored[BluetoothUUID(0x2A37)]?.map(\.identifier) == [identifier])
         #expect(restored[BluetoothUUID(0x2A37)]?.first?.maximumUpdateValueLength == 97)
         #expect(restored[BluetoothUUID(0x2A38)]?.isEmpty == true)
-        let measurement = try #require(second.restoredServices.withLock { $0.first?.characteristics?.first })
+        let measurement = try #require(
+            second.restoredServices.withLock { $0.first?.characteristics?.first } as? MutableCharacteristic)
         #expect(measurement.subscribedCentrals?.isEmpty == true, "bluetoothd ended the subscription")
 
         // The central subscribes again, without a request first: the manager knew its link from

@@ -6,9 +6,9 @@ import Testing
 
 /// In the same serialized suite as the other tests that use hci0 and hci1.
 extension EndToEndTests {
-    static let includingService = BluetoothUUID(string: "5A1E1001-B1E2-4C00-9E00-000000000001")!
-    static let includedService = BluetoothUUID(string: "5A1E1002-B1E2-4C00-9E00-000000000001")!
-    static let includedCharacteristic = BluetoothUUID(string: "5A1E1003-B1E2-4C00-9E00-000000000001")!
+    static let includingService = BluetoothUUID(string: "5A1E1001-B1E2-4C00-9E00-000000000001")
+    static let includedService = BluetoothUUID(string: "5A1E1002-B1E2-4C00-9E00-000000000001")
+    static let includedCharacteristic = BluetoothUUID(string: "5A1E1003-B1E2-4C00-9E00-000000000001")
 
     /// Our peripheral on hci1 publishes a primary service that includes a secondary one (added
     /// first, on its own); our central on hci0 finds the secondary one through

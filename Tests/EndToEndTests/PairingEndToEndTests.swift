@@ -7,7 +7,7 @@ import Testing
 /// In the same serialized suite as the other end-to-end tests: they share hci0 and hci1.
 extension EndToEndTests {
     /// A service UUID of this test's own (hci0 may have cached the other tests' databases).
-    static let pairingService = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000002")!
+    static let pairingService = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000002")
 
     /// Reading characteristics that need encryption (`encrypt-read`) makes BlueZ pair the two
     /// adapters, with no bluetoothctl or other agent of anyone's running: our peripheral on hci1,

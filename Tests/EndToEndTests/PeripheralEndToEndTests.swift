@@ -8,8 +8,8 @@ import Testing
 extension EndToEndTests {
     /// A service UUID of this test's own: hci1's database may still hold
     /// example-gatt-server's heart-rate service from the other test.
-    static let testService = BluetoothUUID(string: "5A1E0001-B1E2-4C00-9E00-000000000001")!
-    static let streamCharacteristic = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000001")!
+    static let testService = BluetoothUUID(string: "5A1E0001-B1E2-4C00-9E00-000000000001")
+    static let streamCharacteristic = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000001")
 
     /// Our heart-rate-like peripheral on hci1, our central on hci0, through the real bluetoothd.
     @Test(.timeLimit(.minutes(3))) func ourCentralAgainstOurPeripheral() async throws {

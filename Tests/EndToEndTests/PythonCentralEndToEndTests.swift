@@ -7,10 +7,10 @@ import Testing
 /// In the serialized end-to-end suite: every test uses hci0 and hci1.
 extension EndToEndTests {
     /// UUIDs of this test's own (hci0's bluetoothd may have cached the other tests' databases).
-    static let judgedService = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-000000000003")!
-    static let judgedRead = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A1")!
-    static let judgedWrite = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A2")!
-    static let judgedNotify = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A3")!
+    static let judgedService = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-000000000003")
+    static let judgedRead = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A1")
+    static let judgedWrite = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A2")
+    static let judgedNotify = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A3")
 
     /// Our peripheral on hci1 judged by an outside central on hci0: `Scripts/guest/python-central`
     /// (dbus-python on the real bluetoothd) reads, writes, and subscribes twice, once by

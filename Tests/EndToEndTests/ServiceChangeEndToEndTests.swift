@@ -5,8 +5,8 @@ import Testing
 
 /// In the serialized end-to-end suite: hci0 and hci1 through the real bluetoothd.
 extension EndToEndTests {
-    static let changingService = BluetoothUUID(string: "5A1E0004-B1E2-4C00-9E00-000000000004")!
-    static let addedService = BluetoothUUID(string: "5A1E0005-B1E2-4C00-9E00-000000000005")!
+    static let changingService = BluetoothUUID(string: "5A1E0004-B1E2-4C00-9E00-000000000004")
+    static let addedService = BluetoothUUID(string: "5A1E0005-B1E2-4C00-9E00-000000000005")
 
     /// Our peripheral on hci1 adds and removes a service while our central on hci0 is connected:
     /// bluetoothd indicates Service Changed, the central's bluetoothd rediscovers, and the app

@@ -147,7 +147,7 @@ package final class BlueZGattApplication: Sendable {
                     [
                         Self.characteristicInterface(
                             characteristic, service: servicePath, path: path, confirmations: confirmations,
-                        queue: connection.queue)
+                            queue: connection.queue)
                     ],
                     at: path, allowedCaller: BlueZNames.service)
                 paths.append(path)

@@ -16,7 +16,9 @@ extension PeripheralManager {
 
     /// The running bluetoothd's features, probed from the adapter's properties.
     func serverFeatures(_ client: BlueZCentralClient) async -> BlueZServerFeatures {
-        await withCheckedContinuation { c in client.connection.queue.async { c.resume(returning: client.serverFeatures) } }
+        await withCheckedContinuation { c in
+            client.connection.queue.async { c.resume(returning: client.serverFeatures) }
+        }
     }
 
     /// What `characteristic` does with the sockets bluetoothd opens for it.
@@ -107,7 +109,8 @@ extension PeripheralManager {
             let links = (state.notifyLinks[key] ?? [:]).values.filter { link in
                 guard let wanted else { return true }
                 return wanted.contains(
-                    PeripheralIdentity.identifier(adapterAddress: state.adapterAddress, deviceAddress: link.deviceAddress))
+                    PeripheralIdentity.identifier(
+                        adapterAddress: state.adapterAddress, deviceAddress: link.deviceAddress))
             }
             // Once refused, refuse until the delegate heard isReady, so that values keep their order.
             return (links, !state.socketRoomWaits.isEmpty)
@@ -139,7 +142,9 @@ extension PeripheralManager {
 
     /// Waits for each of `links` to have room, then tells the delegate once.
     private func waitForRoom(in links: [BlueZNotifyLink]) {
-        let new = shared.withLock { state in links.filter { state.socketRoomWaits.insert(ObjectIdentifier($0)).inserted } }
+        let new = shared.withLock { state in
+            links.filter { state.socketRoomWaits.insert(ObjectIdentifier($0)).inserted }
+        }
         for link in new {
             link.whenWritable { [weak self, weak link] in
                 guard let self, let link else { return }

@@ -107,7 +107,8 @@ extension PeripheralManager {
                 }
             },
             onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
-            notifySockets: Self.offersNotifySockets(characteristic, features) ? notifySockets(for: characteristic) : nil)
+            notifySockets: Self.offersNotifySockets(characteristic, features) ? notifySockets(for: characteristic) : nil
+        )
     }
 
     /// Answers `request` with `code` (BlueZ's error for it) without asking the app.

@@ -90,7 +90,9 @@ import Testing
             #expect(manager.updateValue(Data([UInt8(index)]), for: characteristic, onSubscribedCentrals: [central]))
         }
         #expect(manager.updateValue(Data([0xAA]), for: characteristic, onSubscribedCentrals: nil))
-        #expect(manager.updateValue(Data([0xBB]), for: characteristic, onSubscribedCentrals: [subscribed[0], subscribed[2]]))
+        #expect(
+            manager.updateValue(
+                Data([0xBB]), for: characteristic, onSubscribedCentrals: [subscribed[0], subscribed[2]]))
         // A value longer than a named central's MTU allows is refused; one that fits goes.
         #expect(!manager.updateValue(Data(count: 48), for: characteristic, onSubscribedCentrals: [subscribed[0]]))
         #expect(manager.updateValue(Data(count: 48), for: characteristic, onSubscribedCentrals: [subscribed[1]]))

@@ -80,6 +80,15 @@ package final class BlueZCentralClient: @unchecked Sendable {
         return .present(address: adapter["Address"]?.stringValue ?? "", powered: adapter["Powered"]?.boolValue ?? false)
     }
 
+    /// What the running bluetoothd does for GATT applications and advertisements, probed from the
+    /// adapter's properties (on the queue); the baseline (5.66) while there is no adapter.
+    package var serverFeatures: BlueZServerFeatures {
+        guard let path = adapterPath, let adapter = cache.properties(BlueZNames.adapter, at: path) else {
+            return .baseline
+        }
+        return BlueZServerFeatures(adapterProperties: adapter)
+    }
+
     /// The adapter's object path, for the layer's own registration calls (on the queue).
     package var adapterObjectPath: ObjectPath? { adapterPath }
 

@@ -1,4 +1,5 @@
 package import DBus
+import Dispatch
 import Synchronization
 
 /// A local GATT application as bluetoothd wants it: an ObjectManager at the
@@ -40,11 +41,16 @@ package final class BlueZGattApplication: Sendable {
         package var onWrite: @Sendable (BlueZGattRequest, [UInt8]) -> Void
         /// Called for `StartNotify` (true) / `StopNotify` (false).
         package var onNotify: @Sendable (Bool) -> Void
+        /// When set, the characteristic has `NotifyAcquired` and answers `AcquireNotify` with a
+        /// socket per subscribing device, handed to these closures. Offer it only where bluetoothd
+        /// has ``BlueZServerFeatures/perDeviceNotifySockets``.
+        package var notifySockets: NotifySockets?
         package init(
             uuid: String, flags: [String], descriptors: [Descriptor],
             onRead: @escaping @Sendable (BlueZGattRequest) -> Void,
             onWrite: @escaping @Sendable (BlueZGattRequest, [UInt8]) -> Void,
-            onNotify: @escaping @Sendable (Bool) -> Void
+            onNotify: @escaping @Sendable (Bool) -> Void,
+            notifySockets: NotifySockets? = nil
         ) {
             self.uuid = uuid
             self.flags = flags
@@ -52,6 +58,7 @@ package final class BlueZGattApplication: Sendable {
             self.onRead = onRead
             self.onWrite = onWrite
             self.onNotify = onNotify
+            self.notifySockets = notifySockets
         }
     }
 
@@ -139,7 +146,8 @@ package final class BlueZGattApplication: Sendable {
                 try await connection.export(
                     [
                         Self.characteristicInterface(
-                            characteristic, service: servicePath, path: path, confirmations: confirmations)
+                            characteristic, service: servicePath, path: path, confirmations: confirmations,
+                            queue: connection.queue)
                     ],
                     at: path, allowedCaller: BlueZNames.service)
                 paths.append(path)
@@ -200,12 +208,24 @@ package final class BlueZGattApplication: Sendable {
     // MARK: Interfaces
 
     private static func characteristicInterface(
-        _ characteristic: Characteristic, service: ObjectPath, path: ObjectPath, confirmations: ConfirmationHandlers
+        _ characteristic: Characteristic, service: ObjectPath, path: ObjectPath, confirmations: ConfirmationHandlers,
+        queue: DispatchQueue
     ) -> DBusInterface {
         let indicates = characteristic.flags.contains { indicateFlags.contains($0) }
+        var properties = [
+            DBusProperty("UUID", "s", get: { .string(characteristic.uuid) }),
+            DBusProperty("Service", "o", get: { .objectPath(service) }),
+            DBusProperty("Flags", "as", get: { .stringArray(characteristic.flags) }),
+        ]
+        var methods: [DBusMethod] = []
+        if let sockets = characteristic.notifySockets {
+            // bluetoothd checks only that the property exists (`ccc_write_cb`); the sockets are per device.
+            properties.append(DBusProperty("NotifyAcquired", "b", get: { .bool(false) }))
+            methods.append(acquireNotifyMethod(sockets, queue: queue))
+        }
         return DBusInterface(
             BlueZNames.gattCharacteristic,
-            methods: [
+            methods: methods + [
                 DBusMethod("ReadValue", in: "a{sv}", out: "ay") { invocation in
                     guard let request = BlueZGattRequest(invocation) else { return }
                     characteristic.onRead(request)
@@ -236,11 +256,7 @@ package final class BlueZGattApplication: Sendable {
                     handler()
                 },
             ],
-            properties: [
-                DBusProperty("UUID", "s", get: { .string(characteristic.uuid) }),
-                DBusProperty("Service", "o", get: { .objectPath(service) }),
-                DBusProperty("Flags", "as", get: { .stringArray(characteristic.flags) }),
-            ])
+            properties: properties)
     }
 
     private static func descriptorInterface(_ descriptor: Descriptor, characteristic: ObjectPath) -> DBusInterface {

@@ -94,6 +94,27 @@ struct CentralSubscriptions: Sendable {
         return address
     }
 
+    /// The central at `address` subscribed to `characteristic`, as its own notify socket says
+    /// (bluetoothd with per-device sockets). Returns false when it was subscribed already.
+    mutating func subscribe(_ characteristic: ObjectIdentifier, address: String) -> Bool {
+        let current = subscribers[characteristic] ?? []
+        guard !current.contains(address) else { return false }
+        subscribers[characteristic] = current + [address]
+        return true
+    }
+
+    /// The central at `address` left `characteristic` (bluetoothd closed its socket): it is not
+    /// waited for any more. Returns false when it was not subscribed.
+    mutating func unsubscribe(_ characteristic: ObjectIdentifier, address: String) -> Bool {
+        if confirmations[characteristic]?.awaited.contains(address) == true {
+            confirmations[characteristic]?.awaited.removeAll { $0 == address }
+            if confirmations[characteristic]?.awaited.isEmpty == true { endWait(characteristic) }
+        }
+        guard let current = subscribers[characteristic], current.contains(address) else { return false }
+        subscribers[characteristic] = current.filter { $0 != address }
+        return true
+    }
+
     /// The last subscriber left (`StopNotify`): returns everyone still counted as subscribed.
     mutating func unsubscribeAll(_ characteristic: ObjectIdentifier) -> [String] {
         if confirmations[characteristic]?.awaited.isEmpty == false { endWait(characteristic) }
@@ -138,6 +159,39 @@ struct CentralSubscriptions: Sendable {
     mutating func confirmationArrived(for characteristic: ObjectIdentifier) -> Bool {
         guard confirmations[characteristic]?.awaited.isEmpty == false else { return false }
         confirmations[characteristic]?.awaited.removeFirst()
+        if confirmations[characteristic]?.awaited.isEmpty == true { endWait(characteristic) }
+        return true
+    }
+
+    /// Per central (bluetoothd ≥ 5.80 confirms through each central's socket): whether an update of
+    /// `characteristic` to `targets` must wait, because one of them has not confirmed the last
+    /// indication (or the delegate is still to hear "ready" after a wait that refused one).
+    mutating func refusesUpdate(of characteristic: ObjectIdentifier, to targets: [String]) -> Bool {
+        guard let entry = confirmations[characteristic] else { return false }
+        if entry.awaited.isEmpty { return true }
+        guard entry.awaited.contains(where: targets.contains) else { return false }
+        confirmations[characteristic]?.refused = true
+        return true
+    }
+
+    /// Per central: an indication goes to `targets`, each of which confirms it through its own
+    /// socket. Joins a wait in progress (returning nil: its timer runs already), else starts one
+    /// and returns its generation; nil too when `targets` is empty.
+    mutating func expectConfirmations(of characteristic: ObjectIdentifier, from targets: [String]) -> Int? {
+        guard !targets.isEmpty else { return nil }
+        if let entry = confirmations[characteristic], !entry.awaited.isEmpty {
+            confirmations[characteristic]?.awaited += targets
+            return nil
+        }
+        generations += 1
+        confirmations[characteristic] = Confirmations(generation: generations, awaited: targets)
+        return generations
+    }
+
+    /// Per central: the central at `address` confirmed. Returns false when it was not awaited.
+    mutating func confirmationArrived(for characteristic: ObjectIdentifier, from address: String) -> Bool {
+        guard let index = confirmations[characteristic]?.awaited.firstIndex(of: address) else { return false }
+        confirmations[characteristic]?.awaited.remove(at: index)
         if confirmations[characteristic]?.awaited.isEmpty == true { endWait(characteristic) }
         return true
     }

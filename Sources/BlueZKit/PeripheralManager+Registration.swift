@@ -13,12 +13,13 @@ extension PeripheralManager {
         guard let client, let adapter = await adapterPath(client) else {
             throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter")
         }
+        let features = await serverFeatures(client)
         let characteristics = layout.services.flatMap { $0.publishedCharacteristics }
         let descriptions = zip(layout.services, layout.includes).map { service, includes in
             BlueZGattApplication.Service(
                 uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
                 characteristics: service.publishedCharacteristics.map {
-                    gattCharacteristic($0, adapterAddress: adapterAddress)
+                    gattCharacteristic($0, adapterAddress: adapterAddress, features: features)
                 },
                 includes: includes)
         }
@@ -35,13 +36,18 @@ extension PeripheralManager {
             state.inclusion.layouts[ObjectIdentifier(layout.host)] = layout
             for (characteristic, id) in zip(characteristics, application.characteristicIDs) {
                 state.characteristics[ObjectIdentifier(characteristic)] = (application, id)
+                if Self.offersNotifySockets(characteristic, features) {
+                    state.socketCharacteristics.insert(ObjectIdentifier(characteristic))
+                } else {
+                    state.socketCharacteristics.remove(ObjectIdentifier(characteristic))
+                }
             }
         }
     }
 
-    private func gattCharacteristic(_ characteristic: MutableCharacteristic, adapterAddress: String)
-        -> BlueZGattApplication.Characteristic
-    {
+    private func gattCharacteristic(
+        _ characteristic: MutableCharacteristic, adapterAddress: String, features: BlueZServerFeatures
+    ) -> BlueZGattApplication.Characteristic {
         let staticValue = characteristic.value
         return BlueZGattApplication.Characteristic(
             uuid: characteristic.uuid.bluezString,
@@ -100,7 +106,9 @@ extension PeripheralManager {
                     delegate.peripheralManager(self, didReceiveWrite: [attRequest])
                 }
             },
-            onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) })
+            onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
+            notifySockets: Self.offersNotifySockets(characteristic, features) ? notifySockets(for: characteristic) : nil
+        )
     }
 
     /// Answers `request` with `code` (BlueZ's error for it) without asking the app.

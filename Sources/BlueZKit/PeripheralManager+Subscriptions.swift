@@ -41,10 +41,19 @@ extension PeripheralManager {
     /// a read or write request) are checked: for the others the length is a guess of 20, and
     /// bluetoothd cuts a value to the MTU of their link.
     ///
-    /// BlueZ sends the value to every subscriber of the characteristic: `centrals` (Core
-    /// Bluetooth's per-central selection) is honoured only as far as nil or a list that holds at
-    /// least one subscriber sending to all; a list with no subscriber in it sends nothing and
-    /// returns true.
+    /// On bluetoothd 5.66, BlueZ sends the value to every subscriber of the characteristic:
+    /// `centrals` (Core Bluetooth's per-central selection) is honoured only as far as nil or a list
+    /// that holds at least one subscriber sending to all; a list with no subscriber in it sends
+    /// nothing and returns true.
+    ///
+    /// Where bluetoothd gives each subscribed central a socket of its own (5.79 and later), the
+    /// value is written to the sockets of the centrals in `centrals` that are subscribed (all
+    /// subscribers when nil), and reaches those only. Back-pressure is then per central: when the
+    /// socket of one of them is full, nothing is sent, false is returned, and the delegate hears
+    /// `peripheralManagerIsReady(toUpdateSubscribers:)` once they all have room. Once bluetoothd
+    /// has written a confirmation to a socket (5.80 and later), an indication waits for the
+    /// confirmation of each central it went to, and an update that goes to a central still to
+    /// confirm returns false until the delegate heard "ready"; the bus backlog is not involved.
     @discardableResult
     public func updateValue(
         _ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?
@@ -70,6 +79,10 @@ extension PeripheralManager {
             return false
         }
         let indicatesOnly = Self.indicatesOnly(characteristic.properties)
+        if shared.withLock({ $0.socketCharacteristics.contains(key) }) {
+            return updateThroughSockets(
+                value, key, centrals: centrals, indicatesOnly: indicatesOnly, queue: client.connection.queue)
+        }
         if indicatesOnly, shared.withLock({ $0.subscriptions.refusesUpdate(of: key) }) { return false }
         // Once refused, refuse until the delegate heard isReady, so that values keep their order.
         if shared.withLock({ $0.roomTimer != nil }) { return false }
@@ -150,7 +163,7 @@ extension PeripheralManager {
     // MARK: Indication confirmations
 
     /// Ends the wait of `generation` after `confirmationTimeout`, in case a confirmation got lost.
-    private func startConfirmationTimer(
+    func startConfirmationTimer(
         _ generation: Int, for key: ObjectIdentifier, in state: inout Shared, queue: DispatchQueue
     ) {
         let timer = DispatchSource.makeTimerSource(queue: queue)
@@ -178,7 +191,7 @@ extension PeripheralManager {
 
     /// Cancels the timers of waits that ended, and tells the delegate "ready" once for those
     /// that refused an update (the refusal lasts until it is told).
-    private func finish(_ ended: Shared.EndedWaits) {
+    func finish(_ ended: Shared.EndedWaits) {
         for timer in ended.timers { timer.cancel() }
         let ready = ended.ready
         guard !ready.isEmpty else { return }
@@ -199,6 +212,13 @@ extension PeripheralManager {
         let key = ObjectIdentifier(characteristic)
         let (changes, adapter, ended) = shared.withLock { state in
             state.published[key] = characteristic
+            if let links = state.notifyLinks[key], !links.isEmpty {
+                // bluetoothd fell back to StartNotify for one central: the others keep their sockets.
+                if isOn { return ([state.subscriptions.subscribe(key)], state.adapterAddress, state.takeEndedWaits()) }
+                let others = state.subscriptions.subscribers(of: key).filter { links[$0] == nil }
+                for address in others { _ = state.subscriptions.unsubscribe(key, address: address) }
+                return (others, state.adapterAddress, state.takeEndedWaits())
+            }
             let changes = isOn ? [state.subscriptions.subscribe(key)] : state.subscriptions.unsubscribeAll(key)
             return (changes, state.adapterAddress, state.takeEndedWaits())
         }
@@ -217,6 +237,7 @@ extension PeripheralManager {
             return (keys.compactMap { state.published[$0] }, state.adapterAddress, state.takeEndedWaits())
         }
         finish(ended)
+        if !connected { closeNotifyLinks(of: address) }
         for characteristic in left { report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
@@ -240,6 +261,7 @@ extension PeripheralManager {
 
     /// bluetoothd left or the adapter went away: every subscription ends.
     func dropAllSubscriptions() {
+        closeAllNotifyLinks()
         let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, Shared.EndedWaits) =
             shared.withLock { state in
                 let table = state.subscriptions.reset()
@@ -262,9 +284,9 @@ extension PeripheralManager {
             maximumUpdateValueLength: mtu - 3)
     }
 
-    private enum SubscriptionChange { case subscribed, unsubscribed }
+    enum SubscriptionChange { case subscribed, unsubscribed }
 
-    private func report(
+    func report(
         _ change: SubscriptionChange, addresses: [String], of characteristic: MutableCharacteristic, adapter: String
     ) {
         guard !addresses.isEmpty else { return }

@@ -12,17 +12,22 @@ import Synchronization
 /// exported objects answer only bluetoothd. Delegate methods run on `queue`;
 /// methods may be called from any thread.
 ///
-/// Subscriptions are reported per central as far as BlueZ 5.66 lets us tell them apart
-/// (see ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)-(_,_,Characteristic)``);
-/// ``updateValue(_:for:onSubscribedCentrals:)`` reaches every subscriber and pushes back when
-/// the bus is not keeping up or, for a characteristic that only indicates, until the centrals
-/// confirmed the previous value. Published services and the advertisement are registered again
+/// Where bluetoothd opens one notification socket per subscribing central (BlueZ 5.79 and later),
+/// every characteristic that notifies or indicates offers `AcquireNotify`: subscriptions are
+/// reported for the exact central, and ``updateValue(_:for:onSubscribedCentrals:)`` writes to the
+/// sockets of the centrals named, with back-pressure per central. On older bluetoothd (5.66),
+/// subscriptions are attributed as well as BlueZ lets us
+/// (see ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)-(_,_,Characteristic)``),
+/// and `updateValue` reaches every subscriber and pushes back when the bus is not keeping up or,
+/// for a characteristic that only indicates, until the centrals confirmed the previous value.
+/// Published services and the advertisement are registered again
 /// when bluetoothd or the adapter comes back, and restored across processes with a restore
 /// identifier. Pairing prompts go to ``pairingAgentDelegate``.
 ///
-/// The characteristics do not offer `AcquireNotify` / `AcquireWrite` to bluetoothd, on purpose:
-/// BlueZ 5.66 opens one notification socket per characteristic for the first subscriber and
-/// counts later ones silently, where `StartNotify` is called for each central that subscribes.
+/// On bluetoothd before 5.79 the characteristics offer neither `AcquireNotify` nor `AcquireWrite`,
+/// on purpose: BlueZ 5.66 opens one notification socket per characteristic for the first
+/// subscriber and counts later ones silently, where `StartNotify` is called for each central that
+/// subscribes. bluetoothd publishes no version: `Adapter1.Connectable` (5.79) is the probe.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind `Mutex`es.
 public final class PeripheralManager: @unchecked Sendable {
@@ -58,6 +63,16 @@ public final class PeripheralManager: @unchecked Sendable {
         var subscriptions = CentralSubscriptions()
         /// Characteristics that had subscribers, to report them when links drop.
         var published: [ObjectIdentifier: MutableCharacteristic] = [:]
+        /// Characteristics registered with `AcquireNotify` (bluetoothd with per-device sockets):
+        /// their subscribers are exactly the centrals with a socket in `notifyLinks`.
+        var socketCharacteristics: Set<ObjectIdentifier> = []
+        /// The notify socket of each subscribed central, by characteristic and central address.
+        var notifyLinks: [ObjectIdentifier: [String: BlueZNotifyLink]] = [:]
+        /// bluetoothd wrote a confirmation to a socket: it is ≥ 5.80, and indications sent through
+        /// sockets wait for their centrals' confirmations.
+        var socketConfirmationsSeen = false
+        /// Sockets that were full when `updateValue` returned false, each waited for until it has room.
+        var socketRoomWaits: Set<ObjectIdentifier> = []
         /// Polls the backlog after `updateValue` returned false.
         var roomTimer: (any DispatchSourceTimer)?
         /// Ends a wait for indication confirmations that never came, by the wait's generation.

@@ -9,13 +9,32 @@ extension SimulatedBlueZ {
         /// over the kernel's connect event, and `Connected` turns true without a `PropertiesChanged`.
         /// The property still reads true, and `ServicesResolved` is still announced.
         public var omitsConnectedSignal: Bool
+        /// Which bluetoothd release the simulator behaves like, where releases differ.
+        public var version: Version
 
-        /// Options; the defaults are fast timing, bluetoothd's default cache (`always`) and no quirks.
-        public init(timing: Timing = .fast, gattCache: GATTCache = .always, omitsConnectedSignal: Bool = false) {
+        /// Options; the defaults are fast timing, bluetoothd's default cache (`always`), no quirks
+        /// and bluetoothd 5.66.
+        public init(
+            timing: Timing = .fast, gattCache: GATTCache = .always, omitsConnectedSignal: Bool = false,
+            version: Version = .bluez5_66
+        ) {
             self.timing = timing
             self.gattCache = gattCache
             self.omitsConnectedSignal = omitsConnectedSignal
+            self.version = version
         }
+    }
+
+    /// The bluetoothd releases the simulator can behave like (Debian 12's and Debian 13's).
+    public enum Version: String, Sendable, Hashable, CaseIterable {
+        /// bluetoothd 5.66: a characteristic that offers `AcquireNotify` gets one socket, for the
+        /// first subscribing central, and what is written to it reaches every subscriber.
+        case bluez5_66
+        /// bluetoothd 5.82: `AcquireNotify` is called for each subscribing central, with its
+        /// `device`; what is written to a central's socket reaches that central only (5.76), and
+        /// each indication the central confirms writes `0x01` back to its socket (5.80). The
+        /// adapter has `Manufacturer` (5.71) and `Connectable` (5.79).
+        case bluez5_82
     }
 
     /// The durations of operations that take time in a real controller and bluetoothd.

@@ -52,7 +52,8 @@ public final class SimulatedCentral: Sendable {
     /// Whether indications are confirmed as they arrive, and those held back.
     private struct Confirmations: Sendable {
         var automatic = true
-        var held: [SimulatorCore.CentralTarget] = []
+        /// How each held indication is confirmed (`Confirm()`, or a byte on the central's socket).
+        var held: [@Sendable () -> Void] = []
     }
 
     /// The central's Bluetooth address, upper case.
@@ -105,12 +106,7 @@ public final class SimulatedCentral: Sendable {
             subscription.signals.cancel()
             subscription.owner.cancel()
             subscription.continuation.finish()
-            core?.setApplicationNotifyHandler(subscription.target.key, address: address, nil)
-            guard core?.changeNotifyCount(subscription.target.key, by: -1) == 0 else { continue }
-            if core?.closeApplicationNotifySocket(subscription.target.key) == true { continue }
-            _ = try? await subscription.target.connection.call(
-                destination: subscription.target.owner, path: subscription.target.path,
-                interface: Self.characteristicInterface, member: "StopNotify")
+            await leave(subscription.target)
         }
     }
 
@@ -175,7 +171,8 @@ public final class SimulatedCentral: Sendable {
     /// Enables notifications or indications (writes 1 or 2 to the characteristic's CCC): for the
     /// first central, bluetoothd calls the application's `AcquireNotify` when the characteristic
     /// has `NotifyAcquired` (then each datagram the application writes to the socket reaches
-    /// every subscribed central), else `StartNotify`; every `PropertiesChanged` of its `Value`
+    /// every subscribed central), else `StartNotify`; as 5.82 (``SimulatedBlueZ/Version/bluez5_82``),
+    /// every central gets its own `AcquireNotify` socket, whose datagrams reach it alone; every `PropertiesChanged` of its `Value`
     /// arrives too, on the returned stream, which finishes when the application leaves the bus.
     /// Each value received as an indication is confirmed (see ``confirmsIndications``).
     ///
@@ -227,6 +224,21 @@ public final class SimulatedCentral: Sendable {
             previous.continuation.finish()
             return stream
         }
+        if hasDeviceSockets(target) {
+            // 5.82: a socket for this central alone, confirmations written back to it.
+            let deviceKey = SimulatorCore.deviceSocketKey(target.key, address: address)
+            core?.setApplicationNotifyHandler(deviceKey, address: address) { [weak self] value in
+                if indicates { self?.indicationReceived { [weak self] in self?.core?.writeConfirmation(deviceKey) } }
+                continuation.yield(value)
+            }
+            _ = core?.changeNotifyCount(target.key, by: 1)
+            if await acquireNotify(target, socketKey: deviceKey) { return stream }
+            core?.setApplicationNotifyHandler(deviceKey, address: address, nil)
+            _ = try? await target.connection.call(
+                destination: target.owner, path: target.path, interface: Self.characteristicInterface,
+                member: "StartNotify")
+            return stream
+        }
         core?.setApplicationNotifyHandler(target.key, address: address) { [weak self] value in
             if indicates { self?.indicationReceived(target) }
             continuation.yield(value)
@@ -236,7 +248,9 @@ public final class SimulatedCentral: Sendable {
         // `StartNotify`.
         let count = core?.changeNotifyCount(target.key, by: 1) ?? 0
         if core?.hasApplicationNotifySocket(target.key) == true { return stream }
-        if count == 1, target.characteristic.offersAcquireNotify, await acquireNotify(target) { return stream }
+        if count == 1, target.characteristic.offersAcquireNotify, await acquireNotify(target, socketKey: target.key) {
+            return stream
+        }
         _ = try? await target.connection.call(
             destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StartNotify"
         )
@@ -246,7 +260,7 @@ public final class SimulatedCentral: Sendable {
     /// `AcquireNotify` with this central's options (`acquire_notify_setup`); true when the values
     /// come through a socket now, or when bluetoothd gives up (`Failed` or no reply); false when
     /// it falls back to `StartNotify` (any other error, or a malformed reply: `acquire_notify_reply`).
-    private func acquireNotify(_ target: SimulatorCore.CentralTarget) async -> Bool {
+    private func acquireNotify(_ target: SimulatorCore.CentralTarget, socketKey: String) async -> Bool {
         do {
             let reply = try await target.connection.call(
                 destination: target.owner, path: target.path, interface: Self.characteristicInterface,
@@ -254,7 +268,7 @@ public final class SimulatedCentral: Sendable {
             guard reply.count == 2, let descriptor = reply[0].unixFDValue, reply[1].uint16Value != nil else {
                 return false
             }
-            _ = core?.openApplicationNotifySocket(target.key, descriptor: descriptor)
+            _ = core?.openApplicationNotifySocket(socketKey, descriptor: descriptor)
             return true
         } catch {
             return error.name == "org.bluez.Error.Failed" || error.code == .noReply || error.code == .timeout
@@ -269,12 +283,8 @@ public final class SimulatedCentral: Sendable {
         subscription.signals.cancel()
         subscription.owner.cancel()
         subscription.continuation.finish()
-        core?.setApplicationNotifyHandler(target.key, address: address, nil)
-        guard core?.changeNotifyCount(target.key, by: -1) == 0 else { return }
         // With a socket, closing it is the whole of unsubscribing (`io_destroy(chrc->notify_io)`).
-        if core?.closeApplicationNotifySocket(target.key) == true { return }
-        _ = try? await target.connection.call(
-            destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StopNotify")
+        await leave(subscription.target)
     }
 
     // MARK: Indication confirmations
@@ -298,16 +308,40 @@ public final class SimulatedCentral: Sendable {
             defer { state.held.removeAll() }
             return state.held
         }
-        for target in held { target.confirm() }
+        for confirm in held { confirm() }
     }
 
     /// An indication arrived: confirm it now or hold it back.
     private func indicationReceived(_ target: SimulatorCore.CentralTarget) {
+        indicationReceived { target.confirm() }
+    }
+
+    /// An indication arrived: confirm it now or hold back `confirm`.
+    private func indicationReceived(confirm: @escaping @Sendable () -> Void) {
         let automatic = confirmations.withLock { state in
-            if !state.automatic { state.held.append(target) }
+            if !state.automatic { state.held.append(confirm) }
             return state.automatic
         }
-        if automatic { target.confirm() }
+        if automatic { confirm() }
+    }
+
+    /// Whether bluetoothd gives each central a socket of its own for `target` (5.82).
+    private func hasDeviceSockets(_ target: SimulatorCore.CentralTarget) -> Bool {
+        core?.options.version == .bluez5_82 && target.characteristic.offersAcquireNotify
+    }
+
+    /// 5.82's `ccc_write_cb` for a central that leaves: its own socket is closed (no `StopNotify`);
+    /// without one, the last subscriber gets the application a `StopNotify`.
+    private func leave(_ target: SimulatorCore.CentralTarget) async {
+        core?.setApplicationNotifyHandler(target.key, address: address, nil)
+        let deviceKey = SimulatorCore.deviceSocketKey(target.key, address: address)
+        core?.setApplicationNotifyHandler(deviceKey, address: address, nil)
+        let count = core?.changeNotifyCount(target.key, by: -1) ?? 0
+        if core?.closeApplicationNotifySocket(deviceKey) == true { return }
+        guard count == 0 else { return }
+        if core?.closeApplicationNotifySocket(target.key) == true { return }
+        _ = try? await target.connection.call(
+            destination: target.owner, path: target.path, interface: Self.characteristicInterface, member: "StopNotify")
     }
 
     // MARK: Helpers

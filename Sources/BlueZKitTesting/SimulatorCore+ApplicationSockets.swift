@@ -10,7 +10,25 @@ import Dispatch
 /// socket (`acquire_notify_setup`: the `device`, `mtu` and `link` options) and sends every
 /// datagram it reads there to all subscribed centrals (`sock_io_read`); later centrals only
 /// count; the last one to leave closes it (`ccc_write_cb`), with no `StopNotify`.
+///
+/// As bluetoothd 5.82 (``SimulatedBlueZ/Version/bluez5_82``), each subscribing central gets a
+/// socket of its own (`client_notify_io_get`), keyed by ``deviceSocketKey(_:address:)``: what is
+/// read from it goes to that central only (`sock_io_read` → `send_notification_to_device`), a
+/// confirmed indication writes `0x01` back (`sock_io_conf`), and the central unsubscribing or its
+/// link ending closes it.
 extension SimulatorCore {
+    /// The key of the socket of the central at `address` for the characteristic `key` (5.82).
+    static func deviceSocketKey(_ key: String, address: String) -> String { key + " " + address }
+
+    /// `sock_io_conf` → `sock_io_write` (5.80): a confirmation is one byte `0x01` written back.
+    func writeConfirmation(_ key: String) {
+        run {
+            guard let fd = applicationNotifyDescriptors[key] else { return }
+            var byte: UInt8 = 1
+            _ = send(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+        }
+    }
+
     /// Registers what the central at `address` does with values read from the socket of `key`.
     func setApplicationNotifyHandler(_ key: String, address: String, _ handler: (@Sendable ([UInt8]) -> Void)?) {
         run { applicationNotifyHandlers[key, default: [:]][address] = handler }
@@ -42,6 +60,7 @@ extension SimulatorCore {
             source.setCancelHandler { _ = Glibc.close(fd) }
             source.resume()
             applicationNotifySockets[key] = source
+            applicationNotifyDescriptors[key] = fd
             return true
         }
     }
@@ -52,6 +71,7 @@ extension SimulatorCore {
     func closeApplicationNotifySocket(_ key: String) -> Bool {
         run {
             guard let source = applicationNotifySockets.removeValue(forKey: key) else { return false }
+            applicationNotifyDescriptors[key] = nil
             source.cancel()
             return true
         }

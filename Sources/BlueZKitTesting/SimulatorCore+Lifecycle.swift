@@ -125,6 +125,7 @@ extension SimulatorCore {
         applicationNotifyCounts = [:]
         for source in applicationNotifySockets.values { source.cancel() }
         applicationNotifySockets = [:]
+        applicationNotifyDescriptors = [:]
         applicationNotifyHandlers = [:]
         advertisements = []
         for mirror in advertisingMirrors.values { mirror.attachment.withLock { $0.isInRange = false } }

@@ -90,6 +90,10 @@ extension SimulatorCore {
             "Roles": .stringArray(adapter.configuration.roles),
         ]
         if let modalias = adapter.configuration.modalias { values["Modalias"] = .string(modalias) }
+        if options.version == .bluez5_82 {
+            values["Manufacturer"] = .uint16(0x05F1)  // The Linux Foundation: btvirt's
+            values["Connectable"] = .bool(adapter.powered)
+        }
         return values
     }
 

@@ -51,6 +51,8 @@ final class SimulatorCore: @unchecked Sendable {
     var applicationNotifyCounts: [String: Int] = [:]
     /// The `notify_io` of application characteristics that gave a socket through `AcquireNotify`.
     var applicationNotifySockets: [String: any DispatchSourceRead] = [:]
+    /// The descriptor each of those sockets reads (to write confirmations back, 5.80).
+    var applicationNotifyDescriptors: [String: Int32] = [:]
     /// What each subscribed central does with a value read from such a socket, by key and address.
     var applicationNotifyHandlers: [String: [String: @Sendable ([UInt8]) -> Void]] = [:]
     /// Advertisements registered (or being registered) with `LEAdvertisingManager1`, oldest first.

@@ -1,0 +1,163 @@
+package import Dispatch
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Our end of the socket a local characteristic hands bluetoothd in `AcquireNotify`, for one
+/// subscribed device (bluetoothd ≥ 5.69; see ``BlueZServerFeatures/perDeviceNotifySockets``).
+///
+/// Each datagram written here is one notification or indication of the characteristic
+/// (`sock_io_read` in `src/gatt-database.c` reads at most 512 bytes at a time); from 5.76 it goes
+/// to this device only. From 5.80 bluetoothd writes one byte `0x01` back for each indication the
+/// device confirmed (`sock_io_conf`). bluetoothd closes its end when the device writes 0 to the
+/// Client Characteristic Configuration descriptor, when the link ends, or when it exits.
+///
+/// The socket is non-blocking: ``send(_:)`` says when it is full, and ``whenWritable(_:)`` tells
+/// when it has room — the per-device back-pressure Core Bluetooth calls
+/// `peripheralManagerIsReady(toUpdateSubscribers:)`. Events come on `queue`; ``send(_:)``,
+/// ``hasRoom`` and ``close()`` may be called from any thread.
+/// `@unchecked Sendable`: the descriptor is a constant, everything mutable is behind `state`.
+package final class BlueZNotifyLink: @unchecked Sendable {
+    /// The remote device's address (`device` option).
+    package let deviceAddress: String
+    /// The ATT MTU of the device's link (`mtu` option): a datagram carries at most `mtu - 3` bytes.
+    package let mtu: Int
+    private let fd: Int32
+    private let queue: DispatchQueue
+    private let state = Mutex(State())
+    private let watchers: Watchers
+
+    /// `@unchecked Sendable`: dispatch sources are thread-safe objects, used only under the lock.
+    private struct State: @unchecked Sendable {
+        var closed = false
+        var reader: (any DispatchSourceRead)?
+        var writable: (any DispatchSourceWrite)?
+        /// Counts ``whenWritable(_:)`` arms, so a fired source knows whether it is still the current one.
+        var writableArms = 0
+    }
+
+    /// What became of one datagram.
+    package enum SendResult: Sendable, Equatable {
+        case sent
+        /// The socket is full: nothing was sent; try again after ``whenWritable(_:)``.
+        case wouldBlock
+        /// bluetoothd's end is gone (or we closed ours): nothing was sent.
+        case closed
+    }
+
+    /// Takes over `fd` (non-blocking) and starts reading it on `queue`.
+    ///
+    /// - Parameters:
+    ///   - onConfirm: called on `queue` for each confirmation bluetoothd writes back.
+    ///   - onClose: called once on `queue` when bluetoothd closed its end; not after ``close()``.
+    package init(
+        fd: Int32, deviceAddress: String, mtu: UInt16, queue: DispatchQueue,
+        onConfirm: @escaping @Sendable (BlueZNotifyLink) -> Void, onClose: @escaping @Sendable (BlueZNotifyLink) -> Void
+    ) {
+        self.fd = fd
+        self.deviceAddress = deviceAddress
+        self.mtu = Int(mtu)
+        self.queue = queue
+        let watchers = Watchers(fd: fd)
+        self.watchers = watchers
+        let reader = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        reader.setEventHandler { [weak self] in
+            guard let self else { return }
+            var buffer = [UInt8](repeating: 0, count: 16)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return }
+                guard count > 0 else {
+                    if self.shutDown() { onClose(self) }
+                    return
+                }
+                // One byte per confirmation; anything else is not bluetoothd's and is ignored.
+                for byte in buffer[..<count] where byte == 1 { onConfirm(self) }
+            }
+        }
+        reader.setCancelHandler { watchers.release() }
+        state.withLock { $0.reader = reader }
+        reader.resume()
+    }
+
+    /// Sends `bytes` as one datagram without blocking.
+    package func send(_ bytes: [UInt8]) -> SendResult {
+        guard !state.withLock({ $0.closed }) else { return .closed }
+        let count = bytes.withUnsafeBytes {
+            Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+        }
+        if count >= 0 { return .sent }
+        switch errno {
+        case EAGAIN, EWOULDBLOCK, ENOBUFS, EINTR: return .wouldBlock
+        default: return .closed
+        }
+    }
+
+    /// Whether a datagram can be sent now without blocking (false once closed).
+    package var hasRoom: Bool {
+        guard !state.withLock({ $0.closed }) else { return false }
+        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLOUT) != 0
+    }
+
+    /// Calls `body` once on `queue` when the socket has room again; at once when it is closed
+    /// already. A wait cut short by the link closing is not called: `onClose` is.
+    package func whenWritable(_ body: @escaping @Sendable () -> Void) {
+        let armed = state.withLock { [watchers, queue, fd] state in
+            guard !state.closed else { return false }
+            state.writable?.cancel()
+            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+            watchers.retain()
+            source.setCancelHandler { watchers.release() }
+            state.writableArms += 1
+            let arm = state.writableArms
+            source.setEventHandler { [weak self, source] in
+                source.cancel()
+                self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
+                body()
+            }
+            state.writable = source
+            source.resume()
+            return true
+        }
+        if !armed { queue.async(execute: body) }
+    }
+
+    /// Closes our end: bluetoothd ends the device's subscription. Idempotent.
+    package func close() { _ = shutDown() }
+
+    /// Marks the link closed and stops watching it; true the first time.
+    private func shutDown() -> Bool {
+        state.withLock { state in
+            guard !state.closed else { return false }
+            state.closed = true
+            state.reader?.cancel()
+            state.writable?.cancel()
+            state.reader = nil
+            state.writable = nil
+            return true
+        }
+    }
+
+    deinit { _ = shutDown() }
+}
+
+/// Closes a descriptor once the last dispatch source watching it was cancelled.
+private final class Watchers: Sendable {
+    private let fd: Int32
+    private let count = Mutex(1)
+
+    init(fd: Int32) { self.fd = fd }
+
+    func retain() { count.withLock { $0 += 1 } }
+
+    func release() {
+        let last = count.withLock { count in
+            count -= 1
+            return count == 0
+        }
+        if last { _ = Glibc.close(fd) }
+    }
+}

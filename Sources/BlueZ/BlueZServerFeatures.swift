@@ -1,0 +1,38 @@
+package import DBus
+
+/// What the running bluetoothd does for a local GATT application and an advertisement, where
+/// BlueZ versions differ. bluetoothd publishes no version on D-Bus, so these are read from
+/// properties that appeared in the same or a later release (a probe never parses a version).
+///
+/// | feature | BlueZ | probe | limits |
+/// | --- | --- | --- | --- |
+/// | ``perDeviceNotifySockets`` | 5.69 one socket per device (8eb1dee87), 5.76 a write reaches that device only (a08ec1a4e) | `Adapter1.Connectable` (5.79) | 5.69–5.78 are taken for 5.66: one central's socket would reach every subscriber before 5.76, and 5.71's `Manufacturer` cannot tell 5.71–5.75 from 5.76 |
+/// | confirmations on the socket | 5.80 (6b34b0551) | none: learned from the first `0x01` read from a socket | 5.79 sends none |
+/// | ``extendedAdvertising`` | 5.76: data over 31 bytes goes out as extended advertising | `Adapter1.Connectable` (5.79) | 5.76–5.78 are held to 31 bytes |
+package struct BlueZServerFeatures: Sendable, Hashable {
+    /// bluetoothd asks a characteristic that has `NotifyAcquired` for one `AcquireNotify` socket per
+    /// subscribing device (the `device` and `mtu` options say which), closes it when that device
+    /// unsubscribes or its link ends, and sends what is written to it to that device only.
+    /// Without it (5.66), the first subscriber's socket is shared by all and later subscribers
+    /// are only counted, so the application must not offer `NotifyAcquired`.
+    package var perDeviceNotifySockets: Bool
+    /// Advertising data longer than a legacy advertisement's 31 bytes is sent as extended
+    /// advertising where the controller supports it (`LEAdvertisingManager1`'s
+    /// `SupportedFeatures`, checked separately).
+    package var extendedAdvertising: Bool
+
+    package init(perDeviceNotifySockets: Bool, extendedAdvertising: Bool) {
+        self.perDeviceNotifySockets = perDeviceNotifySockets
+        self.extendedAdvertising = extendedAdvertising
+    }
+
+    /// bluetoothd 5.66's behaviour: nothing of the above.
+    package static let baseline = BlueZServerFeatures(perDeviceNotifySockets: false, extendedAdvertising: false)
+
+    /// Reads the features from an adapter's `Adapter1` properties.
+    package init(adapterProperties properties: [String: DBusValue]) {
+        // `Connectable` was added in 5.79 (17f485f20), after both 8eb1dee87 (5.69) and a08ec1a4e (5.76).
+        let atLeast579 = properties["Connectable"] != nil
+        self.init(perDeviceNotifySockets: atLeast579, extendedAdvertising: atLeast579)
+    }
+}

@@ -40,7 +40,9 @@ extension EndToEndTests {
             "--write", "\(Self.judgedWrite)", "--write-value", written.hex, "--notify", "\(Self.judgedNotify)",
             "--count", "\(perPath)", "--timeout", "150",
         ])
-        try await central.waitForEvents("scanning", timeout: .seconds(30))
+        // Python importing dbus and gi in the emulated guest takes seconds, and much longer when
+        // the host is busy (seen: over 30 s beside three Swift builds).
+        try await central.waitForEvents("scanning", timeout: .seconds(90))
         manager.startAdvertising([CBAdvertisementDataServiceUUIDsKey: [Self.judgedService]])
         try await waitUntil("advertising", timeout: .seconds(30)) { server.log.contains("advertising") }
 

@@ -15,7 +15,10 @@ private struct SampleState: Codable, Equatable, Sendable {
 private func withTemporaryRoot(_ body: (_ root: URL, _ store: RestorationStore) throws -> Void) throws {
     let root = FileManager.default.temporaryDirectory
         .appendingPathComponent("RestorationStoreTests-\(UUID().uuidString)", isDirectory: true)
-    try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+    // Mode 0700 explicitly: `modesAreUserOnlyEvenWithUmaskZero` sets the process's umask to 0
+    // for a moment while other tests run, and the store refuses a directory others may write to.
+    try FileManager.default.createDirectory(
+        at: root, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(at: root) }
     try body(root, RestorationStore(directory: root.appendingPathComponent("store", isDirectory: true)))
 }
@@ -30,7 +33,8 @@ private func contents(_ store: RestorationStore) -> [String] {
 
 /// Writes raw bytes where the store keeps `identifier`'s state.
 private func plant(_ bytes: Data, in store: RestorationStore, for identifier: String) throws {
-    try FileManager.default.createDirectory(at: store.directory, withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+        at: store.directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     try bytes.write(to: URL(fileURLWithPath: filePath(store, identifier)))
 }
 

@@ -34,6 +34,9 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
     ) async throws {
         let serial = RunningPrograms.lastSerial
         let logStart = Self.logSize()
+        if let commandLine = Bluetoothd.commandLine() {
+            Self.bluetoothdCommandLine.withLock { if $0 == nil { $0 = commandLine } }
+        }
         Self.failed.store(false, ordering: .sequentiallyConsistent)
         var thrown: (any Error)?
         do {
@@ -42,12 +45,37 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
             thrown = error
         }
         let started = RunningPrograms.remove(after: serial)
-        if thrown != nil || Self.failed.load(ordering: .sequentiallyConsistent) {
+        // bluetoothd must outlive every test (a test that restarts it leaves a new one): one that
+        // died is a failure of this test, and is started again so that the next test is not its
+        // victim too.
+        let bluetoothdGone = Bluetoothd.commandLine() == nil
+        if bluetoothdGone {
+            Issue.record("bluetoothd is not running after \(test.name): it exited or crashed during the test")
+        }
+        if thrown != nil || bluetoothdGone || Self.failed.load(ordering: .sequentiallyConsistent) {
             print(Self.report(test.name, started, logStart: logStart))
         }
         for program in started { program.stop() }
+        if bluetoothdGone, let commandLine = Self.bluetoothdCommandLine.withLock({ $0 }) {
+            do {
+                try Bluetoothd.start(commandLine)
+                for adapter in ["hci0", "hci1"] {
+                    try await pollUntil("\(adapter) powered again", timeout: .seconds(60)) {
+                        (try? await Tool.output(
+                            "/usr/bin/busctl",
+                            ["get-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered"],
+                            timeout: .seconds(10)))?.contains("true") == true
+                    }
+                }
+            } catch {
+                Issue.record("bluetoothd could not be started again: \(error)")
+            }
+        }
         if let thrown { throw thrown }
     }
+
+    /// bluetoothd's command line as first seen, to start it again if a test leaves none.
+    static let bluetoothdCommandLine = Mutex<[String]?>(nil)
 
     static func logSize() -> UInt64 {
         ((try? FileManager.default.attributesOfItem(atPath: bluetoothdLog))?[.size] as? NSNumber)?.uint64Value ?? 0

@@ -143,15 +143,36 @@ enum Bluetoothd {
     /// Stops bluetoothd (SIGTERM, as systemd does) and starts it again with the same command line,
     /// appending to the guest's bluetoothd log so that a failure report shows both.
     static func restart() async throws {
-        // By its command line: a bluetoothd run through another root's loader is named after it.
-        let pids = try await Tool.output("/usr/bin/pgrep", ["-f", "bluetooth/bluetoothd( |$)"])
-        guard let pid = pids.split(separator: "\n").first.map(String.init), let number = Int32(pid) else {
+        guard let (pid, commandLine) = running() else {
             throw ExampleProgramError(description: "no bluetoothd is running")
         }
-        let commandLine = try String(contentsOfFile: "/proc/\(pid)/cmdline", encoding: .utf8)
-            .split(separator: "\0").map(String.init)
-        kill(number, SIGTERM)
-        try await pollUntil("bluetoothd \(pid) exited", timeout: .seconds(10)) { kill(number, 0) != 0 }
+        kill(pid, SIGTERM)
+        try await pollUntil("bluetoothd \(pid) exited", timeout: .seconds(10)) { kill(pid, 0) != 0 }
+        try start(commandLine)
+    }
+
+    /// The running bluetoothd's pid and command line, found in /proc by its command line (a
+    /// bluetoothd run through another root's loader is named after the loader); nil if none runs.
+    static func running() -> (pid_t, [String])? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries {
+            guard let pid = pid_t(entry),
+                let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline"), !data.isEmpty
+            else { continue }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            if arguments.contains(where: { $0.hasSuffix("/bluetooth/bluetoothd") }), !arguments.contains("--version") {
+                return (pid, arguments)
+            }
+        }
+        return nil
+    }
+
+    /// The running bluetoothd's command line; nil if none runs.
+    static func commandLine() -> [String]? { running()?.1 }
+
+    /// Starts bluetoothd with `commandLine`, appending to the guest's bluetoothd log so that a
+    /// failure report shows it.
+    static func start(_ commandLine: [String]) throws {
         let log = EndToEndScope.bluetoothdLog
         if !FileManager.default.fileExists(atPath: log) {
             _ = FileManager.default.createFile(atPath: log, contents: nil)

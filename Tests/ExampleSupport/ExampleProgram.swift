@@ -38,7 +38,11 @@ public final class ExampleProgram: Sendable {
     {
         self.name = URL(fileURLWithPath: path).lastPathComponent
         guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw ExampleProgramError(description: "\(path) is not built (swift build builds it)")
+            let built = path.hasPrefix(Self.buildDirectory.path)
+            throw ExampleProgramError(
+                description: built
+                    ? "\(path) is not built (swift build builds it)"
+                    : "\(path) is not installed or not executable (a package the scripts should install?)")
         }
         var environment = ProcessInfo.processInfo.environment
         if let busAddress { environment["DBUS_SYSTEM_BUS_ADDRESS"] = busAddress }

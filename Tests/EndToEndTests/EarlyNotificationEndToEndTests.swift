@@ -10,9 +10,10 @@ extension EndToEndTests {
     static let earlyValue = BluetoothUUID(string: "5A1E0202-B1E2-4C00-9E00-000000000001")
 
     /// A peripheral that notifies the instant a central subscribes (our peripheral manager,
-    /// calling `updateValue` inside `didSubscribeTo`): that first value reaches the central's app,
-    /// through `StartNotify` (the default) and through `AcquireNotify`'s socket. bleak went back to
-    /// `StartNotify` by default after reports that such values were lost on the socket path.
+    /// calling `updateValue` inside `didSubscribeTo`): that first value reaches the central's app
+    /// through `StartNotify` (the default), always. Through `AcquireNotify`'s socket it usually
+    /// does, but not always (a known, intermittent issue below): bleak went back to `StartNotify`
+    /// by default after reports that such values were lost on the socket path, and so did we.
     /// A bluetoothd peripheral answers the CCC write before it asks the app (`ccc_write_cb`), so
     /// this value leaves after the write response; a value sent *before* it (possible for other
     /// peripherals) would still be dropped on the socket path of bluetoothd 5.66 and 5.82
@@ -67,8 +68,20 @@ extension EndToEndTests {
         try await waitUntil("the peripheral sent its first value", timeout: .seconds(30)) {
             server.log.contains("sent 2a")
         }
-        try await waitUntil("the first value reached the app", timeout: .seconds(10)) {
-            recorder.count("value \(Self.earlyValue) 2a") >= 1
+        let arrives = { () async throws in
+            try await waitUntil("the first value reached the app", timeout: .seconds(10)) {
+                recorder.count("value \(Self.earlyValue) 2a") >= 1
+            }
+        }
+        if usesNotifySockets {
+            // Seen lost on 5.66 in a loaded run: with Enhanced ATT the notification can come in on
+            // another bearer than the CCC write's response and be handled first, and
+            // `notify_io_cb` drops it while the socket is not ready. Why StartNotify is the default.
+            await withKnownIssue("bluetoothd may drop the first value on the socket path", isIntermittent: true) {
+                try await arrives()
+            }
+        } else {
+            try await arrives()
         }
         #expect(server.log.filter { $0.hasPrefix("sent") } == ["sent 2a"], "one value only: \(server.log)")
     }

@@ -21,19 +21,27 @@ import Testing
         }
     }
 
-    @Test func anotherProcessOnTheBusIsRefused() async throws {
+    /// A powered-on manager on a simulated bluetoothd that published service ABCD with `characteristic`.
+    static func publish(_ characteristic: MutableCharacteristic) async throws -> (
+        SimulatedBlueZ, Server, PeripheralManager
+    ) {
         let bluez = try await SimulatedBlueZ.start()
-        defer { bluez.stop() }
         let server = Server()
         let manager = PeripheralManager(
             delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
-        let characteristic = MutableCharacteristic(
-            type: BluetoothUUID(0xAB01), properties: [.read, .write], value: nil, permissions: [.readable, .writeable])
         let service = MutableService(type: BluetoothUUID(0xABCD), primary: true)
         service.characteristics = [characteristic]
         manager.add(service)
         try await waitUntil("published") { bluez.adapters.first?.registeredApplications.count == 1 }
+        return (bluez, server, manager)
+    }
+
+    @Test func anotherProcessOnTheBusIsRefused() async throws {
+        let characteristic = MutableCharacteristic(
+            type: BluetoothUUID(0xAB01), properties: [.read, .write], value: nil, permissions: [.readable, .writeable])
+        let (bluez, server, manager) = try await Self.publish(characteristic)
+        defer { withExtendedLifetime(manager) { bluez.stop() } }
         let application = try #require(bluez.adapters.first?.registeredApplications.first)
         let path = try ObjectPath(try #require(application.services.first?.characteristics.first?.path))
         let intruder = try await DBusConnection.open(address: bluez.busAddress)
@@ -63,18 +71,10 @@ import Testing
     /// process with a match rule for `PropertiesChanged` (no eavesdropping) never sees it, while
     /// bluetoothd still gets it and notifies the subscribed central.
     @Test func updatedValuesReachBluetoothdAndNoOtherProcess() async throws {
-        let bluez = try await SimulatedBlueZ.start()
-        defer { bluez.stop() }
-        let server = Server()
-        let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
-        try await waitUntil("powered on") { manager.state == .poweredOn }
         let secret = MutableCharacteristic(
             type: BluetoothUUID(0xAB02), properties: [.notify], value: nil, permissions: [.readable])
-        let service = MutableService(type: BluetoothUUID(0xABCD), primary: true)
-        service.characteristics = [secret]
-        manager.add(service)
-        try await waitUntil("published") { bluez.adapters.first?.registeredApplications.count == 1 }
+        let (bluez, _, manager) = try await Self.publish(secret)
+        defer { bluez.stop() }
 
         let snoop = try await DBusConnection.open(address: bluez.busAddress)
         defer { snoop.close() }

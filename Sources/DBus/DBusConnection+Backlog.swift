@@ -21,6 +21,6 @@ extension DBusConnection {
     package var backlog: Backlog {
         let queued = queuedSends.load(ordering: .relaxed)
         guard isOpen else { return Backlog(queuedMessages: queued, outgoingBytes: 0) }
-        return Backlog(queuedMessages: queued, outgoingBytes: Int(dbus_connection_get_outgoing_size(raw)))
+        return Backlog(queuedMessages: queued, outgoingBytes: withRaw { Int(dbus_connection_get_outgoing_size($0)) })
     }
 }

@@ -84,7 +84,7 @@ extension DBusConnection {
         var cancelled = false
     }
 
-    private func startCall(
+    func startCall(
         _ message: DBusMessage, timeout: Duration, id: CallID,
         _ completion: @escaping (Result<DBusMessage, DBusError>) -> Void
     ) {

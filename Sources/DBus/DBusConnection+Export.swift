@@ -12,7 +12,10 @@ extension DBusConnection {
     {
         let tracking = try await ownerTracking(for: allowedCaller)
         try onQueueThrowing { () throws(DBusError) in
-            guard isOpen else { throw DBusError(.disconnected, "the connection is closed") }
+            // Exported objects outlive a lost bus: they are served again once reconnected.
+            guard isOpen || lifecycle.isReconnecting else {
+                throw DBusError(.disconnected, "the connection is closed")
+            }
             objects.objects[path] = ObjectTree.Object(
                 interfaces: interfaces, allowedCaller: allowedCaller, ownerTracking: tracking)
             if let manager = objects.manager(above: path) {

@@ -126,6 +126,14 @@ extension DBusConnection {
                 descriptor: duplicate >= 0 ? duplicate : fd, closesDescriptor: duplicate >= 0, queue: queue
             ) { [weak self] in
                 self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue)
+            } onFailure: { [weak self] reason in
+                guard let self else { return }
+                DBusLog.warning("the connection's reading thread stopped: \(reason)")
+                self.queue.async {
+                    // Only if this watch is still the connection's (not one of an earlier socket).
+                    guard self.watches[key] != nil else { return }
+                    self.connectionLost(DBusError(.disconnected, reason))
+                }
             }
         }
         if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {

@@ -37,6 +37,8 @@ extension DBusConnection {
         guard let code = reply.first?.uint32Value, let result = RequestNameReply(rawValue: code) else {
             throw DBusError(.failed, "unexpected RequestName reply \(reply)")
         }
+        // Asked for again after a reconnection (the bus forgets a connection's names with it).
+        if result != .exists { onQueue { ownedNames[name] = flags } }
         return result
     }
 
@@ -46,6 +48,7 @@ extension DBusConnection {
         let reply = try await call(
             destination: .bus, path: Self.busPath, interface: .bus, member: "ReleaseName",
             arguments: [.string(name.rawValue)])
+        onQueue { _ = ownedNames.removeValue(forKey: name) }
         return reply.first?.uint32Value == 1
     }
 }

@@ -27,7 +27,10 @@ extension DBusConnection {
             }
         }
         let isNewRule: Bool = try onQueueThrowing { () throws(DBusError) -> Bool in
-            guard isOpen else { throw DBusError(.disconnected, "the connection is closed") }
+            // While reconnecting the rule is kept, and added to the new bus with the others.
+            guard isOpen || lifecycle.isReconnecting else {
+                throw DBusError(.disconnected, "the connection is closed")
+            }
             let added = router.add(rule, state: .init(subscription), handler: handler)
             holder.id = added.id
             return added.isNewRule
@@ -37,6 +40,8 @@ extension DBusConnection {
                 _ = try await call(
                     destination: .bus, path: Self.busPath, interface: .bus, member: "AddMatch",
                     arguments: [.string(rule.description)])
+            } catch where error.code == .disconnected && isReconnecting {
+                // The rule is added to the new bus once connected again.
             } catch {
                 subscription.cancel()
                 throw error

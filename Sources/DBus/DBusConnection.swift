@@ -16,15 +16,25 @@ import Synchronization
 ///
 /// All mutable state below is touched only on `queue` — the invariant behind
 /// `@unchecked Sendable` (checked with `dispatchPrecondition` in debug builds).
+///
+/// A connection opened with a ``ReconnectPolicy`` outlives its bus: when the bus goes away it
+/// connects again with back-off and carries its exported objects, signal subscriptions,
+/// watched names and owned names over (see `DBusConnection+Reconnect.swift`).
 package final class DBusConnection: @unchecked Sendable {
     /// The serial queue that runs this connection's main loop and handlers.
     package let queue: DispatchQueue
-    let raw: OpaquePointer
+    /// The libdbus connection; queue-confined. A reconnecting connection replaces it on the
+    /// queue; off the queue use ``withRaw(_:)``.
+    var raw: OpaquePointer
+    /// `raw` for readers off the queue, swapped under this lock so that none uses a freed one.
+    let sharedRaw: Mutex<RawPointer>
+    /// Where to connect again and when; nil when losing the connection is final.
+    let reconnection: (address: String, policy: ReconnectPolicy)?
     /// Whether the connection is to a message bus (sent `Hello`).
     package let isBus: Bool
 
     private let uniqueNameStorage = Mutex<BusName?>(nil)
-    private let openStorage = Atomic<Bool>(true)
+    let openStorage = Atomic<Bool>(true)
     /// A drain is queued and has not started (see `scheduleDrain`); any thread.
     let drainRequested = Atomic<Bool>(false)
     /// Messages handed to `send` that have not reached libdbus yet; any thread.
@@ -40,6 +50,15 @@ package final class DBusConnection: @unchecked Sendable {
     var nameOwners: [BusName: TrackedName] = [:]
     var ownerWatches: [BusName: DBusSubscription] = [:]
     var disconnectHandlers: [@Sendable () -> Void] = []
+    var lifecycle = Lifecycle.open
+    var lifecycleHandlers: [@Sendable (LifecycleEvent) -> Void] = []
+    /// Well-known names we own, with the flags they were requested with (asked for again on a
+    /// new bus connection).
+    var ownedNames: [BusName: RequestNameFlags] = [:]
+    /// Failed attempts to connect again since the bus was last reached (for the back-off).
+    var reconnectFailures = 0
+    /// Watched names whose owner we asked the new bus for and have not heard of since.
+    var restoringOwners: Set<BusName>?
 
     /// The address of the system bus: `DBUS_SYSTEM_BUS_ADDRESS`, else libdbus's default.
     package static var systemBusAddress: String {
@@ -48,8 +67,10 @@ package final class DBusConnection: @unchecked Sendable {
     }
 
     /// Opens a private connection to the system bus (honouring `DBUS_SYSTEM_BUS_ADDRESS`).
-    package static func systemBus(label: String = "bluezkit.dbus") async throws(DBusError) -> DBusConnection {
-        try await open(address: systemBusAddress, label: label)
+    package static func systemBus(label: String = "bluezkit.dbus", reconnect: ReconnectPolicy? = nil)
+        async throws(DBusError) -> DBusConnection
+    {
+        try await open(address: systemBusAddress, label: label, reconnect: reconnect)
     }
 
     /// Opens a private connection to `address`; registers with the bus (`Hello`) unless `bus` is false.
@@ -57,33 +78,38 @@ package final class DBusConnection: @unchecked Sendable {
     /// The socket connect happens on the new connection's queue; authentication
     /// and `Hello` are asynchronous. Errors: `failed` when the
     /// address cannot be reached, `invalidArgs` for a malformed address.
-    package static func open(address: String, bus: Bool = true, label: String = "bluezkit.dbus")
-        async throws(DBusError) -> DBusConnection
-    {
+    ///
+    /// With `reconnect` (a bus only), losing the bus is not the end: see ``ReconnectPolicy``.
+    package static func open(
+        address: String, bus: Bool = true, label: String = "bluezkit.dbus", reconnect: ReconnectPolicy? = nil
+    ) async throws(DBusError) -> DBusConnection {
         Self.initializeThreads
         let queue = DispatchQueue(label: label)
         let opened: Result<RawPointer, DBusError> = await withCheckedContinuation { continuation in
-            queue.async {
-                var error = CDBus.DBusError()
-                dbus_error_init(&error)
-                defer { dbus_error_free(&error) }
-                guard !address.utf8.contains(0), let raw = dbus_connection_open_private(address, &error) else {
-                    let name = error.name.map { String(cString: $0) } ?? ""
-                    let text =
-                        error.message.map { String(cString: $0) } ?? "cannot connect to '\(address.debugEscaped)'"
-                    // As documented: a malformed address is invalidArgs, any other failure
-                    // `failed` (libdbus's own name, such as NoServer, stays in the message).
-                    let malformed = address.utf8.contains(0) || name == "org.freedesktop.DBus.Error.BadAddress"
-                    let message = name.isEmpty ? text : "\(name): \(text)"
-                    continuation.resume(returning: .failure(DBusError(malformed ? .invalidArgs : .failed, message)))
-                    return
-                }
-                continuation.resume(returning: .success(RawPointer(raw)))
-            }
+            queue.async { continuation.resume(returning: Self.openRaw(address)) }
         }
-        let connection = DBusConnection(raw: try opened.get().pointer, queue: queue, isBus: bus)
+        let connection = DBusConnection(
+            raw: try opened.get().pointer, queue: queue, isBus: bus,
+            reconnection: bus ? reconnect.map { (Self.addressForReconnecting(address), $0) } : nil)
         if bus { try await connection.hello() }
         return connection
+    }
+
+    /// `dbus_connection_open_private`, its failure as a `DBusError`. Blocks for the socket connect.
+    static func openRaw(_ address: String) -> Result<RawPointer, DBusError> {
+        var error = CDBus.DBusError()
+        dbus_error_init(&error)
+        defer { dbus_error_free(&error) }
+        guard !address.utf8.contains(0), let raw = dbus_connection_open_private(address, &error) else {
+            let name = error.name.map { String(cString: $0) } ?? ""
+            let text = error.message.map { String(cString: $0) } ?? "cannot connect to '\(address.debugEscaped)'"
+            // As documented: a malformed address is invalidArgs, any other failure
+            // `failed` (libdbus's own name, such as NoServer, stays in the message).
+            let malformed = address.utf8.contains(0) || name == "org.freedesktop.DBus.Error.BadAddress"
+            let message = name.isEmpty ? text : "\(name): \(text)"
+            return .failure(DBusError(malformed ? .invalidArgs : .failed, message))
+        }
+        return .success(RawPointer(raw))
     }
 
     /// A libdbus pointer handed from the queue that made it to the caller, who becomes its only user.
@@ -94,10 +120,14 @@ package final class DBusConnection: @unchecked Sendable {
 
     private static let initializeThreads: Void = { _ = dbus_threads_init_default() }()
 
-    private init(raw: OpaquePointer, queue: DispatchQueue, isBus: Bool) {
+    private init(
+        raw: OpaquePointer, queue: DispatchQueue, isBus: Bool, reconnection: (String, ReconnectPolicy)?
+    ) {
         self.raw = raw
+        self.sharedRaw = Mutex(RawPointer(raw))
         self.queue = queue
         self.isBus = isBus
+        self.reconnection = reconnection.map { (address: $0.0, policy: $0.1) }
         dbus_connection_set_exit_on_disconnect(raw, 0)
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
         queue.sync { installMainLoop() }
@@ -118,16 +148,24 @@ package final class DBusConnection: @unchecked Sendable {
         _ = dbus_bus_set_unique_name(raw, name.rawValue)
     }
 
-    /// False after `close()` or once the peer disconnected.
+    /// False after `close()` or once the peer disconnected; for a reconnecting connection, false
+    /// from losing the bus until it is connected again.
     package var isOpen: Bool { openStorage.load(ordering: .acquiring) }
 
     /// Whether Unix file descriptors can be passed on this connection.
     package var canPassFileDescriptors: Bool {
         // libdbus locks the connection itself (threads were initialised).
-        dbus_connection_can_send_type(raw, CDBUS_TYPE_UNIX_FD) != 0
+        withRaw { dbus_connection_can_send_type($0, CDBUS_TYPE_UNIX_FD) != 0 }
     }
 
-    /// Calls `handler` on `queue` once, when the connection is lost or closed.
+    /// Runs `body` with the current libdbus connection, from any thread; the connection is not
+    /// replaced (nor freed) meanwhile. `body` must not wait for the queue.
+    func withRaw<T>(_ body: (OpaquePointer) -> T) -> T {
+        sharedRaw.withLock { body($0.pointer) }
+    }
+
+    /// Calls `handler` on `queue` once, when the connection is closed for good (a reconnecting
+    /// connection: by ``close()`` or its release; see ``onLifecycleEvent(_:)`` for the losses in between).
     package func onDisconnect(_ handler: @escaping @Sendable () -> Void) {
         queue.async {
             if self.isOpen { self.disconnectHandlers.append(handler) } else { handler() }
@@ -178,10 +216,13 @@ package final class DBusConnection: @unchecked Sendable {
 
     // MARK: Teardown
 
-    /// Queue-confined (or deinit): idempotent.
+    /// Ends the connection for good. Queue-confined (or deinit): idempotent.
     func tearDown(reason: DBusError) {
-        guard openStorage.exchange(false, ordering: .acquiringAndReleasing) else { return }
-        dbus_connection_close(raw)
+        let wasOpen = openStorage.exchange(false, ordering: .acquiringAndReleasing)
+        let wasReconnecting = lifecycle.isReconnecting
+        guard wasOpen || wasReconnecting else { return }
+        lifecycle = .closed
+        if wasOpen { dbus_connection_close(raw) }
         for call in pendingCalls.values { call.finish(.failure(reason), connection: self) }
         pendingCalls.removeAll()
         objects.removeAll()
@@ -191,7 +232,8 @@ package final class DBusConnection: @unchecked Sendable {
         }
         nameOwners.removeAll()
         ownerWatches.removeAll()
-        removeMainLoop()
+        if wasOpen { removeMainLoop() }
+        lifecycleHandlers.removeAll()
         let handlers = disconnectHandlers
         disconnectHandlers.removeAll()
         for handler in handlers { handler() }
@@ -205,9 +247,10 @@ package final class DBusConnection: @unchecked Sendable {
         let type = dbus_message_get_type(rawMessage)
         if type == CDBUS_MESSAGE_TYPE_SIGNAL {
             if dbus_message_is_signal(rawMessage, "org.freedesktop.DBus.Local", "Disconnected") != 0 {
-                queue.async { self.tearDown(reason: DBusError(.disconnected, "the bus closed the connection")) }
+                queue.async { self.connectionLost(DBusError(.disconnected, "the bus closed the connection")) }
                 return DBUS_HANDLER_RESULT_HANDLED
             }
+            if restoringOwners != nil { noteOwnerChangeWhileRestoring(rawMessage) }
             routeSignal(DBusMessage(retaining: rawMessage))
             return DBUS_HANDLER_RESULT_HANDLED
         }

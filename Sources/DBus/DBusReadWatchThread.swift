@@ -21,6 +21,10 @@ import Synchronization
 /// its lock): ``setEnabled(_:)`` and ``cancel()`` only record that and wake the thread through a
 /// socket pair, never waiting. The thread polls a duplicate of the socket that it closes itself
 /// when it ends, so a descriptor number the process reuses is never polled.
+///
+/// If polling fails (an error other than EINTR, or the descriptor is no longer valid), the
+/// thread ends and reports it through `onFailure` (off the queue): the connection can no longer
+/// read, so it must be torn down (or connected again), never left deaf.
 final class DBusReadWatchThread: Sendable {
     private struct State {
         var enabled = false
@@ -36,10 +40,11 @@ final class DBusReadWatchThread: Sendable {
     private let shared = Shared()
 
     /// Starts the thread for `descriptor` (closed when the thread ends if `closesDescriptor`);
-    /// while enabled, each time it is readable `onReadable` runs inside `queue.sync`.
+    /// while enabled, each time it is readable `onReadable` runs inside `queue.sync`. A polling
+    /// failure before ``cancel()`` ends the thread and calls `onFailure` with the reason, once.
     init(
         descriptor: Int32, closesDescriptor: Bool = true, queue: DispatchQueue,
-        onReadable: @escaping @Sendable () -> Void
+        onReadable: @escaping @Sendable () -> Void, onFailure: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         // A socket pair, not a pipe: waking a thread that already ended must not raise SIGPIPE.
         var pair: [Int32] = [-1, -1]
@@ -49,15 +54,20 @@ final class DBusReadWatchThread: Sendable {
         let wake = pair[0]
         let shared = self.shared
         Thread.detachNewThread {
-            Self.run(descriptor, wake: wake, shared: shared, queue: queue, onReadable: onReadable)
+            if let failure = Self.run(descriptor, wake: wake, shared: shared, queue: queue, onReadable: onReadable),
+                !shared.state.withLock({ $0.cancelled })
+            {
+                onFailure(failure)
+            }
             if closesDescriptor { _ = Glibc.close(descriptor) }
             if wake >= 0 { _ = Glibc.close(wake) }
         }
     }
 
+    /// Polls until cancelled (nil) or until polling fails (the reason).
     private static func run(
         _ fd: Int32, wake: Int32, shared: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
-    ) {
+    ) -> String? {
         // Without a socket pair (descriptor limit) poll ignores the negative descriptor, and a
         // timeout lets changes be seen.
         let timeout: Int32 = wake >= 0 ? -1 : 5
@@ -66,13 +76,17 @@ final class DBusReadWatchThread: Sendable {
         ]
         while true {
             let current = shared.state.withLock { $0 }
-            if current.cancelled { return }
+            if current.cancelled { return nil }
             watched[0].revents = 0
             watched[1].revents = 0
             let ready = poll(&watched, current.enabled ? 2 : 1, timeout)
             if ready < 0 {
-                if errno == EINTR { continue }
-                return
+                let error = errno
+                if error == EINTR { continue }
+                return "polling the bus socket failed: \(String(cString: strerror(error)))"
+            }
+            if current.enabled && watched[1].revents & Int16(POLLNVAL) != 0 {
+                return "the bus socket's descriptor is no longer valid"
             }
             if watched[0].revents != 0 {
                 var bytes: (UInt64, UInt64) = (0, 0)

@@ -10,14 +10,23 @@ import Foundation
 /// call anything) and stops on `stop()` or deinit. Point a library at it with
 /// `DBUS_SYSTEM_BUS_ADDRESS=<address>` or open connections to `address`.
 package final class PrivateBusDaemon: @unchecked Sendable {
-    /// The address to connect to, such as `unix:path=/tmp/…/bus`.
-    package let address: String
+    /// The address to connect to, such as `unix:path=/tmp/…/bus,guid=…` (a new GUID after
+    /// ``restart()``; the path stays).
+    package var address: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return currentAddress
+    }
     /// The folder holding the socket and configuration, removed on stop.
     package var directoryPath: String { directory.path }
     private let directory: URL
-    private let pid: pid_t
+    private let executable: String
     private let lock = NSLock()
+    private var currentAddress: String
+    private var pid: pid_t
     private var stopped = false
+    /// False between ``kill()`` and ``relaunch()``.
+    private var running = true
 
     /// Starts a daemon and waits until it listens.
     ///
@@ -58,6 +67,13 @@ package final class PrivateBusDaemon: @unchecked Sendable {
         } catch {
             throw DBusError(.failed, "cannot write the bus configuration: \(error)")
         }
+        (self.pid, self.currentAddress) = try Self.spawn(executable, config: config.path)
+        self.directory = directory
+        self.executable = executable
+    }
+
+    /// Starts `dbus-daemon` with `config`; returns its pid and printed address once it listens.
+    private static func spawn(_ executable: String, config: String) throws(DBusError) -> (pid_t, String) {
         // posix_spawn rather than Foundation.Process: stopping must work from a
         // deinit at process exit, where Process.waitUntilExit can hang.
         var pipeFDs: [Int32] = [-1, -1]
@@ -70,7 +86,7 @@ package final class PrivateBusDaemon: @unchecked Sendable {
         // Nothing of ours stays open in the daemon: it must not hold a caller's pipes.
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        let arguments = [executable, "--nofork", "--nopidfile", "--print-address=1", "--config-file=\(config.path)"]
+        let arguments = [executable, "--nofork", "--nopidfile", "--print-address=1", "--config-file=\(config)"]
         var argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -87,17 +103,51 @@ package final class PrivateBusDaemon: @unchecked Sendable {
             printed += buffer[0..<n]
         }
         guard let line = String(decoding: printed, as: UTF8.self).split(separator: "\n").first, !line.isEmpty else {
-            kill(pid, SIGKILL)
+            Glibc.kill(pid, SIGKILL)
             waitpid(pid, nil, 0)
             throw DBusError(.failed, "\(executable) did not print its address")
         }
-        self.address = String(line)
-        self.directory = directory
-        self.pid = pid
+        return (pid, String(line))
     }
 
     /// The daemon's process id.
-    package var processIdentifier: Int32 { pid }
+    package var processIdentifier: Int32 {
+        lock.lock()
+        defer { lock.unlock() }
+        return pid
+    }
+
+    /// Kills the daemon and starts a new one listening on the same socket path, as when the
+    /// system's `dbus-daemon` restarts: every connection to the old one is lost, its names and
+    /// match rules with it. Errors: `failed` when the new daemon does not start, or after `stop()`.
+    package func restart() throws(DBusError) {
+        kill()
+        try relaunch()
+    }
+
+    /// Kills the daemon and removes its socket, keeping the folder: the bus is down until
+    /// ``relaunch()``. Idempotent.
+    package func kill() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard running, !stopped else { return }
+        running = false
+        Glibc.kill(pid, SIGKILL)
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        unlink(directory.appendingPathComponent("bus").path)
+    }
+
+    /// Starts a daemon again on the same socket path after ``kill()``; does nothing if it runs.
+    /// Errors: `failed` when the daemon does not start, or after `stop()`.
+    package func relaunch() throws(DBusError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { throw DBusError(.failed, "the daemon was stopped") }
+        guard !running else { return }
+        (pid, currentAddress) = try Self.spawn(executable, config: directory.appendingPathComponent("bus.conf").path)
+        running = true
+    }
 
     /// Stops the daemon (idempotent) and removes its folder.
     package func stop() {
@@ -105,9 +155,12 @@ package final class PrivateBusDaemon: @unchecked Sendable {
         defer { lock.unlock() }
         guard !stopped else { return }
         stopped = true
-        kill(pid, SIGKILL)  // a test bus keeps nothing worth a clean shutdown
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        if running {
+            running = false
+            Glibc.kill(pid, SIGKILL)  // a test bus keeps nothing worth a clean shutdown
+            var status: Int32 = 0
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
         try? FileManager.default.removeItem(at: directory)
     }
 

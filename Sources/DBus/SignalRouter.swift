@@ -53,7 +53,8 @@ struct SignalRouter {
 
     private(set) var byPath: [ObjectPath: [Entry]] = [:]
     private(set) var unrouted: [Entry] = []
-    private var ruleCounts: [String: Int] = [:]
+    /// Each distinct rule (by its bus syntax) and how many entries use it.
+    private var ruleCounts: [String: (rule: DBusMatchRule, count: Int)] = [:]
     private var nextID: UInt64 = 0
 
     /// Adds an entry; returns its id and whether the bus needs an AddMatch for its rule.
@@ -64,8 +65,8 @@ struct SignalRouter {
         let entry = Entry(id: nextID, rule: rule, state: state, handler: handler)
         if let path = rule.path { byPath[path, default: []].append(entry) } else { unrouted.append(entry) }
         let key = rule.description
-        ruleCounts[key, default: 0] += 1
-        return (nextID, ruleCounts[key] == 1)
+        ruleCounts[key, default: (rule, 0)].count += 1
+        return (nextID, ruleCounts[key]?.count == 1)
     }
 
     /// Removes an entry; returns its rule when no other entry uses it (RemoveMatch is due).
@@ -77,12 +78,12 @@ struct SignalRouter {
             unrouted.removeAll { $0.id == id }
         }
         let key = rule.description
-        guard let count = ruleCounts[key] else { return nil }
+        guard let count = ruleCounts[key]?.count else { return nil }
         if count <= 1 {
             ruleCounts[key] = nil
             return rule
         }
-        ruleCounts[key] = count - 1
+        ruleCounts[key]?.count = count - 1
         return nil
     }
 
@@ -94,4 +95,7 @@ struct SignalRouter {
 
     /// How many distinct rules are registered (for tests of reference counting).
     var ruleCount: Int { ruleCounts.count }
+
+    /// Every distinct rule, for adding them all again on a new bus connection.
+    var rules: [DBusMatchRule] { ruleCounts.values.map(\.rule) }
 }

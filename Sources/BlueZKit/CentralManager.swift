@@ -1,3 +1,4 @@
+import BlueZ
 import DBus
 public import Dispatch
 public import Foundation
@@ -7,7 +8,10 @@ import Synchronization
 ///
 /// Each manager owns one private connection to the system bus
 /// (`DBUS_SYSTEM_BUS_ADDRESS` redirects it) and follows bluetoothd and the
-/// chosen adapter. Delegate methods run on `queue`, in order; `state`,
+/// chosen adapter. When the bus is lost (a `dbus-daemon` restart) or cannot be
+/// reached at start, the state is ``ManagerState/resetting`` while the manager
+/// connects again with back-off (100 ms doubling to 15 s, then every 15 s); it then
+/// recovers as after a bluetoothd restart. Delegate methods run on `queue`, in order; `state`,
 /// `isScanning` and peripherals' properties are updated on that queue right
 /// before the delegate call that reports the change. Methods may be called
 /// from any thread.
@@ -59,7 +63,17 @@ public final class CentralManager: @unchecked Sendable {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .central)
         }
         delegateReference.value = delegate
-        Task { await self.start() }
+        // The connect loop holds the manager weakly: a released manager stops it.
+        Task { [weak self, options] in
+            guard self?.refusedByRestoration() == false else { return }
+            let connection = await BlueZBus.connect(
+                address: options.busAddress, label: "bluezkit.central", isWanted: { [weak self] in self != nil }
+            ) { [weak self] error, attempt in
+                self?.busUnreachable(error, attempt: attempt)
+            }
+            guard let connection else { return }
+            await self?.start(on: connection)
+        }
     }
 
     /// Creates a manager with Core Bluetooth's option dictionary (`CBCentralManagerOption…Key`).
@@ -393,22 +407,25 @@ public final class CentralManager: @unchecked Sendable {
 
     // MARK: Start
 
-    private func start() async {
-        if restoration?.isRefused == true {
-            // Another live manager holds this restore identifier: refuse to run (see restorationError).
-            return post(.state(.unsupported))
+    /// Whether another live manager holds this restore identifier; then the state is
+    /// `.unsupported` for good (see ``restorationError``).
+    private func refusedByRestoration() -> Bool {
+        guard restoration?.isRefused == true else { return false }
+        post(.state(.unsupported))
+        return true
+    }
+
+    /// The bus cannot be reached (yet): `.resetting` while it is tried again (`.unauthorized`
+    /// when the bus refuses us; `.unsupported` for an address that can never work).
+    private func busUnreachable(_ error: DBusError, attempt: Int) {
+        switch error.code {
+        case .invalidArgs: post(.state(.unsupported))
+        case .accessDenied: post(.state(.unauthorized))
+        default: if attempt == 0 { post(.state(.resetting)) }
         }
-        let connection: DBusConnection
-        do throws(DBusError) {
-            if let address = options.busAddress {
-                connection = try await DBusConnection.open(address: address, label: "bluezkit.central")
-            } else {
-                connection = try await DBusConnection.systemBus(label: "bluezkit.central")
-            }
-        } catch {
-            DBusLog.warning("CentralManager cannot reach the system bus: \(error)")
-            return post(.state(error.code == .accessDenied ? .unauthorized : .unsupported))
-        }
+    }
+
+    private func start(on connection: DBusConnection) async {
         let engine = CentralEngine(
             manager: self, connection: connection, adapter: options.adapter,
             pairingAgent: options.registersPairingAgent, agentRequestsDefault: options.requestsDefaultPairingAgent,

@@ -6,14 +6,15 @@
 /// other calls are valid only in ``poweredOn``.
 ///
 /// On Linux the state follows bluetoothd and the chosen adapter: bluetoothd
-/// absent from the bus or restarting gives ``resetting``, no adapter gives
+/// absent from the bus or restarting, or the system bus itself lost or not
+/// reachable yet (the manager connects again by itself), gives ``resetting``, no adapter gives
 /// ``unsupported``, the bus refusing access gives ``unauthorized``, and the
 /// adapter's `Powered` property gives ``poweredOff`` or ``poweredOn``.
 public enum ManagerState: Int, Hashable, Sendable, CaseIterable, Codable, CustomStringConvertible {
     /// The state is not known yet; an update follows (0).
     case unknown = 0
     /// The connection to the Bluetooth service was lost and is being
-    /// re-established (1); on Linux, bluetoothd is restarting.
+    /// re-established (1); on Linux, bluetoothd or the system bus is restarting.
     case resetting = 1
     /// This machine has no Bluetooth Low Energy adapter BlueZKit can use (2).
     case unsupported = 2

@@ -41,6 +41,9 @@ extension PeripheralManager {
     /// a read or write request) are checked: for the others the length is a guess of 20, and
     /// bluetoothd cuts a value to the MTU of their link.
     ///
+    /// While the system bus is away (the state is `.resetting`) nothing can be sent: the method
+    /// returns false, and the delegate hears the state come back instead of "ready".
+    ///
     /// On bluetoothd 5.66, BlueZ sends the value to every subscriber of the characteristic:
     /// `centrals` (Core Bluetooth's per-central selection) is honoured only as far as nil or a list
     /// that holds at least one subscriber sending to all; a list with no subscriber in it sends
@@ -71,6 +74,8 @@ extension PeripheralManager {
             ($0.characteristics[key], $0.client, $0.adapterAddress)
         }
         guard let (application, id) = target, let client else { return false }
+        // The bus is away (the state is `.resetting`): nothing sent now could arrive.
+        guard client.connection.isOpen else { return false }
         if let centrals, Set(centrals).isDisjoint(with: characteristic.subscribedCentrals ?? []) { return true }
         if let (identifier, limit) = tightestLimit(of: key, for: centrals, adapter: adapter), value.count > limit {
             DBusLog.warning(

@@ -21,7 +21,8 @@ import Synchronization
 /// and `updateValue` reaches every subscriber and pushes back when the bus is not keeping up or,
 /// for a characteristic that only indicates, until the centrals confirmed the previous value.
 /// Published services and the advertisement are registered again
-/// when bluetoothd or the adapter comes back, and restored across processes with a restore
+/// when bluetoothd, the system bus (the manager connects again by itself, `.resetting` meanwhile)
+/// or the adapter comes back, and restored across processes with a restore
 /// identifier. Pairing prompts go to ``pairingAgentDelegate``.
 ///
 /// On bluetoothd before 5.79 the characteristics offer neither `AcquireNotify` nor `AcquireWrite`,
@@ -106,7 +107,17 @@ public final class PeripheralManager: @unchecked Sendable {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .peripheral)
         }
         delegateReference.value = delegate
-        Task { await self.start() }
+        // The connect loop holds the manager weakly: a released manager stops it.
+        Task { [weak self, options] in
+            guard self?.refusedByRestoration() == false else { return }
+            let connection = await BlueZBus.connect(
+                address: options.busAddress, label: "bluezkit.peripheral", isWanted: { [weak self] in self != nil }
+            ) { [weak self] error, attempt in
+                self?.busUnreachable(error, attempt: attempt)
+            }
+            guard let connection else { return }
+            await self?.start(on: connection)
+        }
     }
 
     /// Creates a manager with Core Bluetooth's option dictionary.
@@ -235,22 +246,28 @@ public final class PeripheralManager: @unchecked Sendable {
 
     // MARK: Internals
 
-    private func start() async {
+    /// Whether another live manager holds this restore identifier (then the state is
+    /// `.unsupported` for good, see ``restorationError``); otherwise takes the saved state.
+    private func refusedByRestoration() -> Bool {
         if restoration?.isRefused == true {
-            // Another live manager holds this restore identifier: refuse to run (see restorationError).
-            return setState(.unsupported)
+            setState(.unsupported)
+            return true
         }
         if let saved = restoration?.takeSavedState() { restore(saved) }
-        let connection: DBusConnection
-        do throws(DBusError) {
-            if let address = options.busAddress {
-                connection = try await DBusConnection.open(address: address, label: "bluezkit.peripheral")
-            } else {
-                connection = try await DBusConnection.systemBus(label: "bluezkit.peripheral")
-            }
-        } catch {
-            return setState(error.code == .accessDenied ? .unauthorized : .unsupported)
+        return false
+    }
+
+    /// The bus cannot be reached (yet): `.resetting` while it is tried again (`.unauthorized`
+    /// when the bus refuses us; `.unsupported` for an address that can never work).
+    private func busUnreachable(_ error: DBusError, attempt: Int) {
+        switch error.code {
+        case .invalidArgs: setState(.unsupported)
+        case .accessDenied: setState(.unauthorized)
+        default: if attempt == 0 { setState(.resetting) }
         }
+    }
+
+    private func start(on connection: DBusConnection) async {
         let client = BlueZCentralClient(connection: connection, adapter: options.adapter) { [weak self] event in
             guard let self else { return }
             switch event {

@@ -57,13 +57,13 @@ public final class SimulatedBlueZ: Sendable {
     private let handles = Mutex<[String: SimulatedAdapter]>([:])
     private let stopped = Atomic<Bool>(false)
 
-    /// The private bus's address, for `DBUS_SYSTEM_BUS_ADDRESS`.
-    public let busAddress: String
+    /// The private bus's address, for `DBUS_SYSTEM_BUS_ADDRESS` (its GUID changes with
+    /// ``restartBus(downtime:)``; its path does not).
+    public var busAddress: String { daemon.address }
 
     private init(core: SimulatorCore, daemon: PrivateBusDaemon) {
         self.core = core
         self.daemon = daemon
-        self.busAddress = daemon.address
     }
 
     /// Starts a private bus and a simulated bluetoothd with `adapters` on it; returns once it owns `org.bluez`.
@@ -121,6 +121,30 @@ public final class SimulatedBlueZ: Sendable {
         }
         let present = await core.disconnect(flushing: true)
         if downtime > .zero { try? await Task.sleep(for: downtime) }
+        try await core.connect(to: busAddress, adapters: present)
+    }
+
+    /// Restarts the private bus's `dbus-daemon` on the same socket path, as when the system bus
+    /// restarts: every connection to it is lost at once, with its names and match rules.
+    ///
+    /// bluetoothd exits when it loses the bus (its service manager starts it again), so the
+    /// simulated bluetoothd comes back on the new bus as after ``restart(downtime:)``: fresh,
+    /// with only its bonded devices. Clients must connect again themselves.
+    ///
+    /// - Parameter downtime: how long no bus listens on the path.
+    public func restartBus(downtime: Duration = .zero) async throws(SimulatedBlueZError) {
+        guard !stopped.load(ordering: .acquiring) else {
+            throw SimulatedBlueZError(.stopped, "the simulator was stopped")
+        }
+        resumeBus()
+        daemon.kill()
+        let present = await core.disconnect(flushing: false)
+        if downtime > .zero { try? await Task.sleep(for: downtime) }
+        do throws(DBusError) {
+            try daemon.relaunch()
+        } catch {
+            throw SimulatedBlueZError(.busUnavailable, "cannot start dbus-daemon again: \(error)")
+        }
         try await core.connect(to: busAddress, adapters: present)
     }
 

@@ -215,7 +215,7 @@ extension DBusConnection {
 
     /// `address` without its `guid` keys: a restarted bus has a new GUID, and libdbus refuses a
     /// server whose GUID differs from the one the address names.
-    static func addressForReconnecting(_ address: String) -> String {
+    package static func addressForReconnecting(_ address: String) -> String {
         address.split(separator: ";", omittingEmptySubsequences: false).map { entry -> String in
             guard let colon = entry.firstIndex(of: ":") else { return String(entry) }
             let keys = entry[entry.index(after: colon)...].split(separator: ",", omittingEmptySubsequences: false)

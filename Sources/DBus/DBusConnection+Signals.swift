@@ -40,7 +40,7 @@ extension DBusConnection {
                 _ = try await call(
                     destination: .bus, path: Self.busPath, interface: .bus, member: "AddMatch",
                     arguments: [.string(rule.description)])
-            } catch where error.code == .disconnected && isReconnecting {
+            } catch  where error.code == .disconnected && isReconnecting {
                 // The rule is added to the new bus once connected again.
             } catch {
                 subscription.cancel()

@@ -45,6 +45,13 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
             thrown = error
         }
         let started = RunningPrograms.remove(after: serial)
+        // The system bus too (a test that restarts it leaves a new one).
+        if SystemBus.daemonPID() == nil {
+            Issue.record("the system dbus-daemon is not running after \(test.name)")
+            do { try await SystemBus.ensureRunning() } catch {
+                Issue.record("the system dbus-daemon could not be started again: \(error)")
+            }
+        }
         // bluetoothd must outlive every test (a test that restarts it leaves a new one): one that
         // died is a failure of this test, and is started again so that the next test is not its
         // victim too.

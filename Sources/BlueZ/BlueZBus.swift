@@ -1,0 +1,42 @@
+package import DBus
+
+/// The bus bluetoothd is on, as the managers reach it: the system bus (or a chosen address),
+/// connected again with back-off whenever it is lost, and tried again for as long as it cannot
+/// be reached at start.
+///
+/// A lost bus looks to everything above like bluetoothd leaving and coming back (the connection
+/// reports every watched name ownerless, then owned again), so the managers recover from a
+/// `dbus-daemon` restart the way they recover from a bluetoothd restart.
+package enum BlueZBus {
+    /// The waits between attempts: 100 ms doubling up to 15 s, then every 15 s.
+    package static let reconnectPolicy = DBusConnection.ReconnectPolicy.backOff
+
+    /// Opens a reconnecting connection to `address` (nil: the system bus, honouring
+    /// `DBUS_SYSTEM_BUS_ADDRESS`).
+    ///
+    /// While the bus cannot be reached, tells `failed` (the error and how many attempts failed
+    /// before it) and tries again after the policy's wait, for as long as `isWanted` says so;
+    /// nil once it no longer is. An address that can never work (malformed) is not tried again.
+    package static func connect(
+        address: String?, label: String, isWanted: @Sendable () -> Bool,
+        failed: @Sendable (DBusError, _ attempt: Int) -> Void
+    ) async -> DBusConnection? {
+        var attempt = 0
+        let given = address ?? DBusConnection.systemBusAddress
+        while isWanted() {
+            do throws(DBusError) {
+                // Once refused, without a GUID: the bus that comes up later has a new one.
+                return try await DBusConnection.open(
+                    address: attempt == 0 ? given : DBusConnection.addressForReconnecting(given), label: label,
+                    reconnect: reconnectPolicy)
+            } catch {
+                failed(error, attempt)
+                if error.code == .invalidArgs { return nil }
+                DBusLog.warning("cannot reach the system bus (\(error.message)); trying again")
+                try? await Task.sleep(for: reconnectPolicy.delays[min(attempt, reconnectPolicy.delays.count - 1)])
+                attempt += 1
+            }
+        }
+        return nil
+    }
+}

@@ -29,6 +29,9 @@ import Synchronization
 package final class BlueZNotifySocket: @unchecked Sendable {
     /// The ATT MTU bluetoothd reported with the socket.
     package let mtu: Int
+    /// The most datagrams delivered in one visit to the queue: a peer that keeps sending must
+    /// not keep the queue (the connection's, serving every other bus message) for ever.
+    static let maximumBurst = 64
     private let ended = EndFlag()
 
     /// Takes over `descriptor` and starts reading; values and the end are handed over on `queue`.
@@ -83,8 +86,11 @@ package final class BlueZNotifySocket: @unchecked Sendable {
                     guard !ended.value.load(ordering: .relaxed) else { return false }
                     deliver(count)
                     // Those that came meanwhile go in the same visit to the queue (a burst costs
-                    // one queue.sync and one recv more, not one each).
-                    while !ended.value.load(ordering: .relaxed) {
+                    // one queue.sync and one recv more, not one each), up to `maximumBurst`:
+                    // then the queue's other work runs before the next visit.
+                    var delivered = 1
+                    while !ended.value.load(ordering: .relaxed), delivered < maximumBurst {
+                        delivered += 1
                         switch receive(fd, into: buffer, flags: Int32(MSG_DONTWAIT)) {
                         case .value(let count): deliver(count)
                         case .nothing: return false

@@ -40,7 +40,8 @@ let package = Package(
         .testTarget(
             name: "BlueZKitTests",
             dependencies: [
-                "BlueZKit", "BlueZKitTesting", "DBus", "ExampleSupport", "CoreBluetoothPort", "CoreBluetoothPortSwift5",
+                "BlueZKit", "BlueZ", "BlueZKitTesting", "DBus", "ExampleSupport", "CoreBluetoothPort",
+                "CoreBluetoothPortSwift5",
             ],
             swiftSettings: strictSettings
         ),

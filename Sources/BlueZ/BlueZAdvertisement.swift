@@ -65,11 +65,15 @@ package final class BlueZAdvertisement: Sendable {
     /// Exports the advertisement object; nothing is registered yet.
     /// `onRelease` runs when bluetoothd drops it (`Release`).
     package init(connection: DBusConnection, content: Content, onRelease: @escaping @Sendable () -> Void)
-        async throws(DBusError)
+        async throws(BlueZError)
     {
         self.connection = connection
         // A fresh path each time: the previous advertisement may still be on its way out.
-        path = try ObjectPath("/org/bluezkit/advertisement\(Self.nextNumber.add(1, ordering: .relaxed).oldValue)")
+        do throws(DBusError) {
+            path = try ObjectPath("/org/bluezkit/advertisement\(Self.nextNumber.add(1, ordering: .relaxed).oldValue)")
+        } catch {
+            throw BlueZError(error)
+        }
         let includes = content.includeTxPower ? ["tx-power"] : []
         var properties: [DBusProperty] = [
             DBusProperty("Type", "s", get: { .string("peripheral") }),
@@ -111,14 +115,20 @@ package final class BlueZAdvertisement: Sendable {
                 }
             ],
             properties: properties)
-        try await connection.export([interface], at: path, allowedCaller: BlueZNames.service)
+        do throws(DBusError) {
+            try await connection.export([interface], at: path, allowedCaller: BlueZNames.service)
+        } catch {
+            throw BlueZError(error)
+        }
     }
 
     /// `LEAdvertisingManager1.RegisterAdvertisement` on `adapter`.
-    package func register(on adapter: ObjectPath) async throws(DBusError) {
-        _ = try await connection.call(
-            destination: BlueZNames.service, path: adapter, interface: BlueZNames.advertisingManager,
-            member: "RegisterAdvertisement", arguments: [.objectPath(path), .stringVariantDictionary([:])])
+    package func register(on adapter: ObjectPath) async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            _ = try await connection.call(
+                destination: BlueZNames.service, path: adapter, interface: BlueZNames.advertisingManager,
+                member: "RegisterAdvertisement", arguments: [.objectPath(path), .stringVariantDictionary([:])])
+        }
     }
 
     /// `UnregisterAdvertisement`, then removes the object.

@@ -123,34 +123,36 @@ package final class BlueZAgent: Sendable {
     /// `RequestDefaultAgent` are logged at debug level, not thrown: another agent then
     /// answers, which is what its owner wants. Throws what else `RegisterAgent` answers,
     /// such as `serviceUnknown` when bluetoothd is not running; the object is removed then.
-    package func register(requestDefault: Bool = false) async throws(DBusError) {
-        try await connection.export([makeInterface()], at: path, allowedCaller: BlueZNames.service)
-        let capability = state.withLock { state in
-            state.exported = true
-            state.busy = true
-            state.wantsDefault = requestDefault
-            return state.capability
-        }
-        do throws(DBusError) {
-            _ = try await manager("RegisterAgent", [.objectPath(path), .string(capability)])
-            state.withLock { state in
-                state.registered = true
-                state.registeredCapability = capability
+    package func register(requestDefault: Bool = false) async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            try await connection.export([makeInterface()], at: path, allowedCaller: BlueZNames.service)
+            let capability = state.withLock { state in
+                state.exported = true
+                state.busy = true
+                state.wantsDefault = requestDefault
+                return state.capability
             }
-        } catch  where error.name == "org.bluez.Error.AlreadyExists" {
-            DBusLog.debug("agent \(path): this connection has an agent already: \(error)")
-            state.withLock { $0.busy = false }
-            return
-        } catch {
-            state.withLock { state in
-                state.exported = false
-                state.busy = false
+            do throws(DBusError) {
+                _ = try await manager("RegisterAgent", [.objectPath(path), .string(capability)])
+                state.withLock { state in
+                    state.registered = true
+                    state.registeredCapability = capability
+                }
+            } catch  where error.name == "org.bluez.Error.AlreadyExists" {
+                DBusLog.debug("agent \(path): this connection has an agent already: \(error)")
+                state.withLock { $0.busy = false }
+                return
+            } catch {
+                state.withLock { state in
+                    state.exported = false
+                    state.busy = false
+                }
+                connection.unexport(path)
+                throw error
             }
-            connection.unexport(path)
-            throw error
+            if requestDefault { await requestDefaultAgent() }
+            await followCapability()
         }
-        if requestDefault { await requestDefaultAgent() }
-        await followCapability()
     }
 
     /// `UnregisterAgent` (unless bluetoothd released the agent already), then removes the object.

@@ -19,7 +19,7 @@ package enum BlueZBus {
     /// nil once it no longer is. An address that can never work (malformed) is not tried again.
     package static func connect(
         address: String?, label: String, isWanted: @Sendable () -> Bool,
-        failed: @Sendable (DBusError, _ attempt: Int) -> Void
+        failed: @Sendable (BlueZError, _ attempt: Int) -> Void
     ) async -> DBusConnection? {
         var attempt = 0
         let given = address ?? DBusConnection.systemBusAddress
@@ -30,7 +30,7 @@ package enum BlueZBus {
                     address: attempt == 0 ? given : DBusConnection.addressForReconnecting(given), label: label,
                     reconnect: reconnectPolicy)
             } catch {
-                failed(error, attempt)
+                failed(BlueZError(error), attempt)
                 if error.code == .invalidArgs { return nil }
                 DBusLog.warning("cannot reach the system bus (\(error.message)); trying again")
                 try? await Task.sleep(for: reconnectPolicy.delays[min(attempt, reconnectPolicy.delays.count - 1)])

@@ -8,13 +8,17 @@ extension BlueZCentralClient {
     /// bluetoothd 5.66 answers `NotPermitted` ("Notify acquired") when another client holds the
     /// socket, `InProgress` when any client has a `StartNotify` session on the characteristic,
     /// `NotSupported` for a characteristic without the notify property, `Failed` when not connected.
-    package func acquireNotify(_ id: AttributeID) async throws(DBusError) -> (UnixFileDescriptor, UInt16) {
-        try await acquire(id, member: "AcquireNotify")
+    package func acquireNotify(_ id: AttributeID) async throws(BlueZError) -> (UnixFileDescriptor, UInt16) {
+        try await BlueZError.converting { () async throws(DBusError) -> (UnixFileDescriptor, UInt16) in
+            try await acquire(id, member: "AcquireNotify")
+        }
     }
 
     /// `AcquireWrite({})`: a socket whose datagrams bluetoothd sends as ATT Write Commands, and the MTU.
-    package func acquireWrite(_ id: AttributeID) async throws(DBusError) -> (UnixFileDescriptor, UInt16) {
-        try await acquire(id, member: "AcquireWrite")
+    package func acquireWrite(_ id: AttributeID) async throws(BlueZError) -> (UnixFileDescriptor, UInt16) {
+        try await BlueZError.converting { () async throws(DBusError) -> (UnixFileDescriptor, UInt16) in
+            try await acquire(id, member: "AcquireWrite")
+        }
     }
 
     private func acquire(_ id: AttributeID, member: MemberName) async throws(DBusError) -> (
@@ -33,7 +37,7 @@ extension BlueZCentralClient {
     /// the calls; the result comes to `completion` on the connection's queue. Call on that queue.
     package func writeValueInOrder(
         _ id: AttributeID, descriptor: Bool, value: [UInt8], withResponse: Bool,
-        completion: @escaping @Sendable (DBusError?) -> Void
+        completion: @escaping @Sendable (BlueZError?) -> Void
     ) {
         var options: [String: DBusValue] = [:]
         if !descriptor { options["type"] = .string(withResponse ? "request" : "command") }
@@ -44,10 +48,10 @@ extension BlueZCentralClient {
                 interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic,
                 member: "WriteValue", arguments: [.bytes(value), .stringVariantDictionary(options)])
         } catch {
-            return completion(error)
+            return completion(BlueZError(error))
         }
         connection.callInOrder(message) { result in
-            if case .failure(let error) = result { completion(error) } else { completion(nil) }
+            if case .failure(let error) = result { completion(BlueZError(error)) } else { completion(nil) }
         }
     }
 }

@@ -1,4 +1,4 @@
-package import DBus
+import DBus
 
 /// The remote GATT database of a connected device, and the calls on it.
 ///
@@ -147,28 +147,34 @@ extension BlueZCentralClient {
 
     /// `ReadValue({offset})` on a characteristic or descriptor; tried again while the peripheral
     /// answers Database Out Of Sync.
-    package func readValue(_ id: AttributeID, descriptor: Bool, offset: UInt16 = 0) async throws(DBusError) -> [UInt8] {
-        let options: [String: DBusValue] = offset == 0 ? [:] : ["offset": .uint16(offset)]
-        let reply = try await retryingOutOfSync { () async throws(DBusError) in
-            try await connection.call(
-                destination: BlueZNames.service, path: id.path,
-                interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic,
-                member: "ReadValue", arguments: [.stringVariantDictionary(options)])
+    package func readValue(_ id: AttributeID, descriptor: Bool, offset: UInt16 = 0) async throws(BlueZError) -> [UInt8]
+    {
+        try await BlueZError.converting { () async throws(DBusError) -> [UInt8] in
+            let options: [String: DBusValue] = offset == 0 ? [:] : ["offset": .uint16(offset)]
+            let reply = try await retryingOutOfSync { () async throws(DBusError) in
+                try await connection.call(
+                    destination: BlueZNames.service, path: id.path,
+                    interface: descriptor ? BlueZNames.gattDescriptor : BlueZNames.gattCharacteristic,
+                    member: "ReadValue", arguments: [.stringVariantDictionary(options)])
+            }
+            guard let bytes = reply.first?.bytesValue else {
+                throw DBusError(
+                    .invalidArgs, "ReadValue answered '\(reply.map(\.signature.rawValue).joined())', not 'ay'")
+            }
+            return bytes
         }
-        guard let bytes = reply.first?.bytesValue else {
-            throw DBusError(.invalidArgs, "ReadValue answered '\(reply.map(\.signature.rawValue).joined())', not 'ay'")
-        }
-        return bytes
     }
 
     /// `StartNotify` / `StopNotify`; values then arrive as `PropertiesChanged` on `Value`.
     /// `StartNotify` is tried again while the peripheral answers Database Out Of Sync (bluetoothd
     /// ends the session it began before it replies with that error).
-    package func setNotify(_ id: AttributeID, enabled: Bool) async throws(DBusError) {
-        _ = try await retryingOutOfSync { () async throws(DBusError) in
-            try await connection.call(
-                destination: BlueZNames.service, path: id.path, interface: BlueZNames.gattCharacteristic,
-                member: enabled ? "StartNotify" : "StopNotify")
+    package func setNotify(_ id: AttributeID, enabled: Bool) async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            _ = try await retryingOutOfSync { () async throws(DBusError) in
+                try await connection.call(
+                    destination: BlueZNames.service, path: id.path, interface: BlueZNames.gattCharacteristic,
+                    member: enabled ? "StartNotify" : "StopNotify")
+            }
         }
     }
 }

@@ -65,8 +65,10 @@ package final class BlueZCentralClient: @unchecked Sendable {
 
     /// Starts following bluetoothd; the first `adapterChanged` follows once
     /// bluetoothd's tree is loaded, or at once when bluetoothd is absent.
-    package func start() async throws(DBusError) {
-        try await cache.start()
+    package func start() async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            try await cache.start()
+        }
     }
 
     package func stop() { cache.stop() }
@@ -112,21 +114,29 @@ package final class BlueZCentralClient: @unchecked Sendable {
 
     /// `Adapter1.SetDiscoveryFilter` with LE transport.
     package func setDiscoveryFilter(uuids: [String], duplicateData: Bool, rssi: Int16?, pattern: String?)
-        async throws(DBusError)
+        async throws(BlueZError)
     {
-        var filter: [String: DBusValue] = [
-            "Transport": .string("le"), "DuplicateData": .bool(duplicateData), "UUIDs": .stringArray(uuids),
-        ]
-        if let rssi { filter["RSSI"] = .int16(rssi) }
-        if let pattern { filter["Pattern"] = .string(pattern) }
-        try await callAdapter("SetDiscoveryFilter", [.stringVariantDictionary(filter)])
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            var filter: [String: DBusValue] = [
+                "Transport": .string("le"), "DuplicateData": .bool(duplicateData), "UUIDs": .stringArray(uuids),
+            ]
+            if let rssi { filter["RSSI"] = .int16(rssi) }
+            if let pattern { filter["Pattern"] = .string(pattern) }
+            try await callAdapter("SetDiscoveryFilter", [.stringVariantDictionary(filter)])
+        }
     }
 
     /// `Adapter1.StartDiscovery`.
-    package func startDiscovery() async throws(DBusError) { try await callAdapter("StartDiscovery") }
+    package func startDiscovery() async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in try await callAdapter("StartDiscovery")
+        }
+    }
 
     /// `Adapter1.StopDiscovery`.
-    package func stopDiscovery() async throws(DBusError) { try await callAdapter("StopDiscovery") }
+    package func stopDiscovery() async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in try await callAdapter("StopDiscovery")
+        }
+    }
 
     private func callAdapter(_ member: MemberName, _ arguments: [DBusValue] = []) async throws(DBusError) {
         let path: ObjectPath? = connection.queue.sync { adapterPath }
@@ -142,21 +152,27 @@ package final class BlueZCentralClient: @unchecked Sendable {
 
     /// `Device1.Connect`. A successful reply means connected, even when
     /// bluetoothd never signals `Connected=true` (BlueZ 5.66 can miss it).
-    package func connect(_ id: DeviceID, timeout: Duration = .seconds(60)) async throws(DBusError) {
-        _ = try await connection.call(
-            destination: BlueZNames.service, path: id.path, interface: BlueZNames.device, member: "Connect",
-            timeout: timeout)
+    package func connect(_ id: DeviceID, timeout: Duration = .seconds(60)) async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            _ = try await connection.call(
+                destination: BlueZNames.service, path: id.path, interface: BlueZNames.device, member: "Connect",
+                timeout: timeout)
+        }
     }
 
     /// `Adapter1.RemoveDevice`: bluetoothd forgets the device, its pairing and its cached data.
-    package func removeDevice(_ id: DeviceID) async throws(DBusError) {
-        try await callAdapter("RemoveDevice", [.objectPath(id.path)])
+    package func removeDevice(_ id: DeviceID) async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            try await callAdapter("RemoveDevice", [.objectPath(id.path)])
+        }
     }
 
     /// `Device1.Disconnect` (bluetoothd waits about 2.5 s before it answers).
-    package func disconnect(_ id: DeviceID) async throws(DBusError) {
-        _ = try await connection.call(
-            destination: BlueZNames.service, path: id.path, interface: BlueZNames.device, member: "Disconnect")
+    package func disconnect(_ id: DeviceID) async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            _ = try await connection.call(
+                destination: BlueZNames.service, path: id.path, interface: BlueZNames.device, member: "Disconnect")
+        }
     }
 
     // MARK: On the queue

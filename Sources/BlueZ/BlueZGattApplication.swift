@@ -91,7 +91,7 @@ package final class BlueZGattApplication: Sendable {
     package let characteristicIDs: [CharacteristicID]
 
     /// Exports `service` alone under a fresh root; nothing is registered yet.
-    package convenience init(connection: DBusConnection, service: Service, number: Int) async throws(DBusError) {
+    package convenience init(connection: DBusConnection, service: Service, number: Int) async throws(BlueZError) {
         try await self.init(connection: connection, services: [service], number: number)
     }
 
@@ -104,21 +104,26 @@ package final class BlueZGattApplication: Sendable {
     /// the order of `services`. Each service's `Includes` names the paths of the services its
     /// `includes` indices point to (indices that do not point before it are dropped, since
     /// bluetoothd could not resolve them).
-    package init(connection: DBusConnection, services: [Service], number: Int) async throws(DBusError) {
+    package init(connection: DBusConnection, services: [Service], number: Int) async throws(BlueZError) {
         self.connection = connection
-        let root = try ObjectPath("/org/bluezkit/app\(number)")
+        let root: ObjectPath
+        do throws(DBusError) { root = try ObjectPath("/org/bluezkit/app\(number)") } catch { throw BlueZError(error) }
         self.root = root
         var paths: [ObjectPath] = []
         var ids: [CharacteristicID] = []
         let confirmations = ConfirmationHandlers()
         self.confirmations = confirmations
-        try await connection.addObjectManager(at: root, allowedCaller: BlueZNames.service)
+        do throws(DBusError) {
+            try await connection.addObjectManager(at: root, allowedCaller: BlueZNames.service)
+        } catch {
+            throw BlueZError(error)
+        }
         do throws(DBusError) {
             try await Self.export(services, under: root, on: connection, paths: &paths, ids: &ids, confirmations)
         } catch {
             for path in paths { connection.unexport(path) }
             connection.removeObjectManager(at: root)
-            throw error
+            throw BlueZError(error)
         }
         self.paths = paths
         self.characteristicIDs = ids
@@ -172,10 +177,12 @@ package final class BlueZGattApplication: Sendable {
     }
 
     /// `GattManager1.RegisterApplication` on `adapter`; bluetoothd reads our tree before it answers.
-    package func register(on adapter: ObjectPath) async throws(DBusError) {
-        _ = try await connection.call(
-            destination: BlueZNames.service, path: adapter, interface: BlueZNames.gattManager,
-            member: "RegisterApplication", arguments: [.objectPath(root), .stringVariantDictionary([:])])
+    package func register(on adapter: ObjectPath) async throws(BlueZError) {
+        try await BlueZError.converting { () async throws(DBusError) -> Void in
+            _ = try await connection.call(
+                destination: BlueZNames.service, path: adapter, interface: BlueZNames.gattManager,
+                member: "RegisterApplication", arguments: [.objectPath(root), .stringVariantDictionary([:])])
+        }
     }
 
     /// `GattManager1.UnregisterApplication`, then removes the objects.

@@ -42,9 +42,9 @@ package struct BlueZGattRequest: Sendable {
         invocation.reply(invocation.message.member?.rawValue == "ReadValue" ? [.bytes(value)] : [])
     }
 
-    /// Answers with a BlueZ error (name and message, see ATTError's table).
-    package func fail(name: String, message: String) {
-        invocation.reply(error: DBusError(name: name, message: message))
+    /// Answers with a BlueZ error (see ATTError's table for what the central then gets).
+    package func fail(_ code: BlueZError.Code, message: String) {
+        invocation.reply(error: BlueZError(code, message).dbusError)
     }
 
     /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` → `AA:BB:CC:DD:EE:FF`.

@@ -1,12 +1,11 @@
-// The one table between ATT error codes and the D-Bus errors of BlueZ
-// (bluetoothd 5.66), in both directions. Plain strings in and out: the BlueZ
-// mapping code turns them into and out of D-Bus messages.
+package import BlueZ
+
+// The one table between ATT error codes and the errors of BlueZ (bluetoothd
+// 5.66), in both directions, on BlueZ's error codes: the BlueZ layer turns
+// them into and out of D-Bus errors.
 
 extension ATTError.Code {
-    /// The D-Bus error name prefix of bluetoothd's errors.
-    private static let prefix = "org.bluez.Error."
-
-    /// The D-Bus error our GATT server replies with to make BlueZ answer the
+    /// The BlueZ error our GATT server replies with to make bluetoothd answer the
     /// remote central with this code, or `nil` for ``success`` (reply
     /// normally).
     ///
@@ -29,29 +28,28 @@ extension ATTError.Code {
     /// 0x80–0x9F, logs "Invalid error code" and answers unlikelyError — the
     /// closest it can express. A message without a number would instead
     /// become application error 0x80, which would misreport the failure.
-    package var bluezReplyError: (name: String, message: String)? {
-        let prefix = Self.prefix
+    package var bluezReplyError: (code: BlueZError.Code, message: String)? {
         switch self {
         case .success:
             return nil
         case .readNotPermitted:
-            return (prefix + "NotPermitted", "Read not permitted")
+            return (.notPermitted, "Read not permitted")
         case .writeNotPermitted:
-            return (prefix + "NotPermitted", "Write not permitted")
+            return (.notPermitted, "Write not permitted")
         case .insufficientAuthentication, .insufficientAuthorization, .insufficientEncryption:
-            return (prefix + "NotAuthorized", message)
+            return (.notAuthorized, message)
         case .invalidOffset:
-            return (prefix + "InvalidOffset", "Invalid offset")
+            return (.invalidOffset, "Invalid offset")
         case .invalidAttributeValueLength:
-            return (prefix + "InvalidValueLength", "Invalid value length")
+            return (.invalidValueLength, "Invalid value length")
         case .requestNotSupported:
-            return (prefix + "NotSupported", "Request not supported")
+            return (.notSupported, "Request not supported")
         case .other(0xFE):
-            return (prefix + "InProgress", "Procedure already in progress")
+            return (.inProgress, "Procedure already in progress")
         case .other(0xFD):
-            return (prefix + "ImproperlyConfigured", "Client characteristic configuration improperly configured")
+            return (.improperlyConfigured, "Client characteristic configuration improperly configured")
         default:
-            return (prefix + "Failed", Self.hex(byte))
+            return (.failed, Self.hex(byte))
         }
     }
 
@@ -77,47 +75,36 @@ extension ATTError.Code {
     /// The names `InvalidOffset` and `InvalidValueLength`, which our own GATT
     /// server replies with, map to their codes too. Messages are compared
     /// without regard to case.
-    package init?(bluezErrorName name: String, message: String) {
-        guard name.hasPrefix(Self.prefix) else { return nil }
-        let message = message.lowercased()
-        switch name.dropFirst(Self.prefix.count) {
-        case "NotPermitted":
+    package init?(bluez error: BlueZError) {
+        let message = error.message.lowercased()
+        switch error.code {
+        case .notPermitted:
             switch message {
             case "read not permitted": self = .readNotPermitted
             case "write not permitted": self = .writeNotPermitted
             case "not paired": self = .insufficientAuthentication
             default: return nil
             }
-        case "InvalidArguments":
+        case .invalidArguments:
             switch message {
             case "invalid offset": self = .invalidOffset
             case "invalid length": self = .invalidAttributeValueLength
             default: return nil
             }
-        case "InvalidOffset":
+        case .invalidOffset:
             self = .invalidOffset
-        case "InvalidValueLength":
+        case .invalidValueLength:
             self = .invalidAttributeValueLength
-        case "NotAuthorized":
+        case .notAuthorized:
             self = .insufficientAuthorization
-        case "NotSupported":
+        case .notSupported:
             self = .requestNotSupported
-        case "Failed":
-            guard let byte = Self.attByte(in: message) else { return nil }
+        case .failed:
+            guard let byte = error.attErrorCode else { return nil }
             self.init(byte)
         default:
             return nil
         }
-    }
-
-    /// The byte after `att error: 0x` in a lower-cased message: one or two
-    /// hexadecimal digits, followed by the end of the message or a
-    /// non-hexadecimal character.
-    private static func attByte(in message: String) -> UInt8? {
-        guard let marker = message.range(of: "att error: 0x") else { return nil }
-        let digits = message[marker.upperBound...].prefix { $0.isHexDigit }
-        guard (1...2).contains(digits.count) else { return nil }
-        return UInt8(digits, radix: 16)
     }
 }
 
@@ -125,11 +112,19 @@ extension ATTError {
     /// The ATT error for a failed remote operation, from the D-Bus error
     /// BlueZ replied with, or `nil` when that error carries no ATT code.
     ///
-    /// The code comes from ``Code/init(bluezErrorName:message:)``; the
-    /// message is the code's standard one, and `underlying` keeps the
-    /// original error.
-    package init?(bluezErrorName name: String, message: String, underlying: (any Error & Sendable)? = nil) {
-        guard let code = Code(bluezErrorName: name, message: message) else { return nil }
-        self.init(code, underlying: underlying)
+    /// The code comes from ``Code/init(bluez:)``; the message is the code's
+    /// standard one, and `underlying` keeps BlueZ's error.
+    package init?(bluez error: BlueZError) {
+        guard let code = Code(bluez: error) else { return nil }
+        self.init(code, underlying: error)
+    }
+}
+
+extension BlueZGattRequest {
+    /// Answers with the BlueZ error that makes bluetoothd give the central `code` (see
+    /// ``ATTError/Code/bluezReplyError``); ``ATTError/Code/success`` answers unlikelyError.
+    func fail(with code: ATTError.Code) {
+        let reply = code.bluezReplyError ?? ATTError.Code.unlikelyError.bluezReplyError!
+        fail(reply.code, message: reply.message)
     }
 }

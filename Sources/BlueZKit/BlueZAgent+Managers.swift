@@ -8,7 +8,7 @@ extension BlueZAgent {
     /// other agents.
     func registerInBackground(for manager: String, requestDefault: Bool) {
         Task {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 try await register(requestDefault: requestDefault)
             } catch {
                 DBusLog.debug("\(manager): no pairing agent: \(error)")

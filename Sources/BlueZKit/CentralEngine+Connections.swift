@@ -63,7 +63,7 @@ extension CentralEngine {
                 links[id] = link
                 manager?.post(.link(peripheral, .disconnecting))
                 Task {
-                    do throws(DBusError) { try await client.disconnect(id) } catch {
+                    do throws(BlueZError) { try await client.disconnect(id) } catch {
                         DBusLog.debug("Disconnect: \(error)")
                     }
                     connection.queue.async { [self] in
@@ -89,8 +89,8 @@ extension CentralEngine {
         link.attempts += 1
         link.advertisedDuringAttempt = false
         link.attemptTask = Task {
-            let result: DBusError?
-            do throws(DBusError) {
+            let result: BlueZError?
+            do throws(BlueZError) {
                 try await client.connect(id)
                 result = nil
             } catch { result = error }
@@ -104,7 +104,7 @@ extension CentralEngine {
         links[id]?.attemptTask?.cancel()
     }
 
-    private func attemptFinished(_ id: DeviceHandle, error: DBusError?) {
+    private func attemptFinished(_ id: DeviceHandle, error: BlueZError?) {
         guard var link = links[id], link.phase == .pending else {
             // Cancelled while Connect was on its way: take the link down again.
             if error == nil, links[id] == nil {
@@ -197,7 +197,7 @@ extension CentralEngine {
         guard wanted != backgroundDiscovery else { return }
         backgroundDiscovery = wanted
         inDiscoveryOrder {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 DBusLog.debug("background discovery: \(wanted ? "start" : "stop")")
                 if wanted {
                     try await self.client.setDiscoveryFilter(uuids: [], duplicateData: false, rssi: nil, pattern: nil)
@@ -232,7 +232,7 @@ extension CentralEngine {
 
     /// `Adapter1.RemoveDevice`: forgets the device and its pairing.
     func removeDevice(_ peripheral: Peripheral) async throws(BluetoothError) {
-        do throws(DBusError) {
+        do throws(BlueZError) {
             try await client.removeDevice(peripheral.deviceID)
         } catch {
             throw BluetoothError(.unknown, message: error.description, underlying: error)
@@ -240,12 +240,11 @@ extension CentralEngine {
     }
 
     /// Errors after which no retry can succeed.
-    static func isPermanent(_ error: DBusError) -> Bool {
-        ["org.bluez.Error.NotSupported", "org.bluez.Error.InvalidArguments"].contains(error.name)
-            || error.code == .accessDenied
+    static func isPermanent(_ error: BlueZError) -> Bool {
+        [.notSupported, .invalidArguments, .accessDenied].contains(error.code)
     }
 
-    static func connectionError(_ error: DBusError) -> BluetoothError {
+    static func connectionError(_ error: BlueZError) -> BluetoothError {
         BluetoothError(.connectionFailed, message: error.description, underlying: error)
     }
 }

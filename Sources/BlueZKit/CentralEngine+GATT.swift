@@ -138,7 +138,7 @@ extension CentralEngine {
             isCurrent(characteristic, of: peripheral, else: { .value(characteristic, nil, $0) })
         else { return }
         Task {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 let bytes = try await client.readValue(characteristic.id, descriptor: false)
                 manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
             } catch {
@@ -154,7 +154,7 @@ extension CentralEngine {
             isCurrent(descriptor, of: peripheral, else: { .descriptorValue(descriptor, nil, $0) })
         else { return }
         Task {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 let bytes = try await client.readValue(descriptor.id, descriptor: true)
                 manager?.post(.gatt(peripheral, .descriptorValue(descriptor, Data(bytes), nil)))
             } catch {
@@ -256,7 +256,7 @@ extension CentralEngine {
     /// (`disc_att_send_op` in `src/shared/att.c`: an error response without a PDU, which
     /// `process_error` turns into Unlikely Error). So ATT 0x0E is taken for a failed pairing
     /// when, after a round trip to bluetoothd, the peripheral is neither paired nor connected.
-    func operationError(_ error: DBusError, of peripheral: Peripheral) async -> any Error {
+    func operationError(_ error: BlueZError, of peripheral: Peripheral) async -> any Error {
         let mapped = Self.gattError(error)
         guard let att = mapped as? ATTError, att.code == .unlikelyError else { return mapped }
         let id = peripheral.deviceID
@@ -274,7 +274,7 @@ extension CentralEngine {
 
     /// Hands ``operationError(_:of:)`` to `post`: at once unless it needs a round trip to bluetoothd.
     private func reportFailure(
-        _ error: DBusError, of peripheral: Peripheral, post: @escaping @Sendable (any Error) -> Void
+        _ error: BlueZError, of peripheral: Peripheral, post: @escaping @Sendable (any Error) -> Void
     ) {
         let mapped = Self.gattError(error)
         guard (mapped as? ATTError)?.code == .unlikelyError else { return post(mapped) }
@@ -282,9 +282,9 @@ extension CentralEngine {
     }
 
     /// An ATT error where BlueZ reported one, else a Bluetooth error keeping the D-Bus error.
-    static func gattError(_ error: DBusError) -> any Error {
-        if let att = ATTError(bluezErrorName: error.name, message: error.message, underlying: error) { return att }
-        if error.name == "org.bluez.Error.NotConnected" || error.code == .unknownObject {
+    static func gattError(_ error: BlueZError) -> any Error {
+        if let att = ATTError(bluez: error) { return att }
+        if error.code == .notConnected || error.code == .unknownObject {
             return BluetoothError(.notConnected, message: error.description, underlying: error)
         }
         if error.code == .timeout || error.code == .noReply {

@@ -42,7 +42,7 @@ extension CentralEngine {
             return
         }
         Task {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 try await client.setNotify(attribute, enabled: false)
                 connection.queue.async { [self] in
                     gatt[id]?.notifying.remove(attribute)
@@ -64,8 +64,8 @@ extension CentralEngine {
         gatt[id]?.acquiringNotify[attribute] = false
         let queue = manager.queue
         Task {
-            let result: Result<(UnixFileDescriptor, UInt16), DBusError>
-            do throws(DBusError) {
+            let result: Result<(UnixFileDescriptor, UInt16), BlueZError>
+            do throws(BlueZError) {
                 result = .success(try await client.acquireNotify(attribute))
             } catch {
                 result = .failure(error)
@@ -133,7 +133,7 @@ extension CentralEngine {
         let id = peripheral.deviceID
         let attribute = characteristic.id
         Task {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 try await client.setNotify(attribute, enabled: true)
                 if report { manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
             } catch {

@@ -89,8 +89,8 @@ extension CentralEngine {
         let id = peripheral.deviceID
         let attribute = characteristic.id
         Task {
-            let result: Result<(UnixFileDescriptor, UInt16), DBusError>
-            do throws(DBusError) {
+            let result: Result<(UnixFileDescriptor, UInt16), BlueZError>
+            do throws(BlueZError) {
                 result = .success(try await client.acquireWrite(attribute))
             } catch {
                 result = .failure(error)

@@ -68,7 +68,7 @@ final class CentralEngine: @unchecked Sendable {
         }
     }
 
-    func start() async throws(DBusError) { try await client.start() }
+    func start() async throws(BlueZError) { try await client.start() }
 
     /// Runs discovery commands one after another, in the order they were asked
     /// for: a stop must never overtake the start it follows.
@@ -97,12 +97,12 @@ final class CentralEngine: @unchecked Sendable {
             self.scan = ScanState(services: services.flatMap { $0.isEmpty ? nil : Set($0) }, options: options)
         }
         inDiscoveryOrder {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 try await self.client.setDiscoveryFilter(
                     uuids: uuids, duplicateData: options.allowDuplicates,
                     rssi: options.rssiThreshold.map { Int16(clamping: $0) }, pattern: options.pattern)
                 try await self.client.startDiscovery()
-            } catch  where error.name == "org.bluez.Error.InProgress" {
+            } catch  where error.code == .inProgress {
                 // Already discovering for us: the new filter applies.
             } catch  where error.code == .disconnected {
                 // The manager was released and its connection closed.
@@ -124,7 +124,7 @@ final class CentralEngine: @unchecked Sendable {
                 }
             }
             if handedOver { return }
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 try await self.client.stopDiscovery()
             } catch {
                 DBusLog.debug("StopDiscovery: \(error)")

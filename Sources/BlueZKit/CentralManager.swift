@@ -417,9 +417,9 @@ public final class CentralManager: @unchecked Sendable {
 
     /// The bus cannot be reached (yet): `.resetting` while it is tried again (`.unauthorized`
     /// when the bus refuses us; `.unsupported` for an address that can never work).
-    private func busUnreachable(_ error: DBusError, attempt: Int) {
+    private func busUnreachable(_ error: BlueZError, attempt: Int) {
         switch error.code {
-        case .invalidArgs: post(.state(.unsupported))
+        case .invalidArguments: post(.state(.unsupported))
         case .accessDenied: post(.state(.unauthorized))
         default: if attempt == 0 { post(.state(.resetting)) }
         }
@@ -437,7 +437,7 @@ public final class CentralManager: @unchecked Sendable {
         if let saved = restoration?.takeSavedState() {
             post(.restored(engine.restore(saved), saved.scan))
         }
-        do throws(DBusError) {
+        do throws(BlueZError) {
             try await engine.start()
         } catch {
             DBusLog.warning("CentralManager cannot follow bluetoothd: \(error)")

@@ -107,7 +107,7 @@ extension PeripheralManager {
 
     /// Unregisters the applications that are no longer wanted as they are, then registers the
     /// wanted ones that are missing. Returns the registrations that failed (also logged).
-    func reconcileApplications() async -> [(layout: ApplicationLayout, error: DBusError)] {
+    func reconcileApplications() async -> [(layout: ApplicationLayout, error: BlueZError)] {
         let (wanted, stale, client) = shared.withLock { state in
             state.inclusion.removed = Self.stillIncluded(state.inclusion.removed, by: state.services)
             let wanted = Self.layouts(for: state.services, excluding: state.inclusion.removed)
@@ -126,9 +126,9 @@ extension PeripheralManager {
             let adapter = await adapterPath(client)
             for application in stale { await application.unregister(from: adapter) }
         }
-        var failures: [(layout: ApplicationLayout, error: DBusError)] = []
+        var failures: [(layout: ApplicationLayout, error: BlueZError)] = []
         for layout in wanted {
-            do throws(DBusError) {
+            do throws(BlueZError) {
                 try await register(layout)
             } catch {
                 DBusLog.warning("could not publish \(layout.host): \(error)")

@@ -5,13 +5,13 @@ import Foundation
 /// Turning a `MutableService` into a GATT application, and advertising.
 extension PeripheralManager {
     /// Exports `layout` as one GATT application and registers it (`RegisterApplication`).
-    func register(_ layout: ApplicationLayout) async throws(DBusError) {
+    func register(_ layout: ApplicationLayout) async throws(BlueZError) {
         let (client, number, adapterAddress) = shared.withLock { state in
             state.nextApplication += 1
             return (state.client, state.nextApplication, state.adapterAddress)
         }
         guard let client, let adapter = await adapterPath(client) else {
-            throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter")
+            throw BlueZError(.notReady, "no adapter")
         }
         let features = await serverFeatures(client)
         let characteristics = layout.services.flatMap { $0.publishedCharacteristics }
@@ -25,7 +25,7 @@ extension PeripheralManager {
         }
         let application = try await BlueZGattApplication(
             connection: client.connection, services: descriptions, number: number)
-        do throws(DBusError) {
+        do throws(BlueZError) {
             try await application.register(on: adapter)
         } catch {
             await application.unregister(from: nil)
@@ -70,11 +70,11 @@ extension PeripheralManager {
                         self.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
                     }
                     guard Int(request.offset) <= staticValue.count else {
-                        return request.fail(name: "org.bluez.Error.InvalidOffset", message: "Invalid offset")
+                        return request.fail(with: .invalidOffset)
                     }
                     return request.respond(Array(staticValue.dropFirst(Int(request.offset))))
                 }
-                guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
+                guard let self else { return request.fail(with: .unlikelyError) }
                 let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: nil)
                 self.queue.async {
                     guard let delegate = self.delegate else {
@@ -84,7 +84,7 @@ extension PeripheralManager {
                 }
             },
             onWrite: { [weak self] request, value in
-                guard let self else { return request.fail(name: "org.bluez.Error.Failed", message: "0x0e") }
+                guard let self else { return request.fail(with: .unlikelyError) }
                 guard !characteristic.permissions.isDisjoint(with: [.writeable, .writeEncryptionRequired]) else {
                     return Self.refuse(request, .writeNotPermitted)
                 }
@@ -113,8 +113,7 @@ extension PeripheralManager {
 
     /// Answers `request` with `code` (BlueZ's error for it) without asking the app.
     private static func refuse(_ request: BlueZGattRequest, _ code: ATTError.Code) {
-        let (name, message) = code.bluezReplyError ?? ("org.bluez.Error.Failed", "0x0e")
-        request.fail(name: name, message: message)
+        request.fail(with: code)
     }
 
     private func request(
@@ -126,7 +125,7 @@ extension PeripheralManager {
         // An app that never answers must not leave the central waiting for bluetoothd's timeout.
         let timeout = shared.withLock { $0.requestTimeout }
         queue.asyncAfter(deadline: .now() + timeout.dispatchInterval) {
-            request.fail(name: "org.bluez.Error.Failed", message: "0x0e")
+            request.fail(with: .unlikelyError)
         }
         return ATTRequest(
             central: central, characteristic: characteristic, offset: Int(request.offset), value: value, bluez: request)
@@ -184,14 +183,14 @@ extension PeripheralManager {
         let previous = shared.withLock { $0.advertisement }
         await previous?.unregister(from: adapter)
         let advertisement: BlueZAdvertisement
-        do throws(DBusError) {
+        do throws(BlueZError) {
             advertisement = try await BlueZAdvertisement(connection: client.connection, content: content) {
                 [weak self] in self?.shared.withLock { $0.isAdvertising = false }
             }
         } catch {
             return BluetoothError(.unknown, message: error.description, underlying: error)
         }
-        do throws(DBusError) {
+        do throws(BlueZError) {
             try await advertisement.register(on: adapter)
         } catch {
             // Not registered: the object must not stay exported.

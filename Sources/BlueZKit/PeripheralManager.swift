@@ -237,10 +237,7 @@ public final class PeripheralManager: @unchecked Sendable {
     /// result becomes the BlueZ error that bluetoothd turns into that ATT
     /// error code (application errors 0x80–0x9F included).
     public func respond(to request: ATTRequest, withResult result: ATTError.Code) {
-        guard result == .success else {
-            let (name, message) = result.bluezReplyError ?? ("org.bluez.Error.Failed", "0x0e")
-            return request.bluez.fail(name: name, message: message)
-        }
+        guard result == .success else { return request.bluez.fail(with: result) }
         request.bluez.respond(Array(request.value ?? Data()))
     }
 
@@ -259,9 +256,9 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// The bus cannot be reached (yet): `.resetting` while it is tried again (`.unauthorized`
     /// when the bus refuses us; `.unsupported` for an address that can never work).
-    private func busUnreachable(_ error: DBusError, attempt: Int) {
+    private func busUnreachable(_ error: BlueZError, attempt: Int) {
         switch error.code {
-        case .invalidArgs: setState(.unsupported)
+        case .invalidArguments: setState(.unsupported)
         case .accessDenied: setState(.unauthorized)
         default: if attempt == 0 { setState(.resetting) }
         }
@@ -287,7 +284,7 @@ public final class PeripheralManager: @unchecked Sendable {
             state.agent = agent
         }
         if let agent { await pairingAgent.attach(agent) { [weak self] device in self?.pairingPeer(device) } }
-        do throws(DBusError) { try await client.start() } catch { setState(.unsupported) }
+        do throws(BlueZError) { try await client.start() } catch { setState(.unsupported) }
     }
 
     private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {

@@ -104,8 +104,9 @@ import Testing
     @Test func failsWithoutBluetoothdAndLeavesNoObject() async throws {
         let bus = try await AgentTestBus(withBluetoothd: false)
         let agent = BlueZAgent(connection: bus.app)
-        let error = await #expect(throws: DBusError.self) { try await agent.register() }
-        #expect(error?.code == .serviceUnknown)
+        let error = await #expect(throws: BlueZError.self) { try await agent.register() }
+        #expect(error?.code == .serviceAbsent)
+        #expect(error?.underlying?.code == .serviceUnknown)
         #expect(!agent.isRegistered)
         let probe = try await bus.connect("probe")
         let gone = await #expect(throws: DBusError.self) {

@@ -1,3 +1,4 @@
+import BlueZ
 import BlueZKit
 import Foundation
 import Testing
@@ -109,11 +110,12 @@ struct ATTErrorTests {
         #expect(ATTError.Code.success.bluezReplyError == nil)
         for byte in UInt8(1)...UInt8.max {
             let reply = try #require(ATTError.Code(byte).bluezReplyError)
-            #expect(reply.name.hasPrefix("org.bluez.Error."))
+            let name = BlueZError(reply.code, reply.message).name
+            #expect(name.hasPrefix("org.bluez.Error."))
             #expect(!reply.message.isEmpty)
             for permissionError: UInt8 in [0x02, 0x03] {
                 let answered = Self.bluezAnswers(
-                    name: reply.name, message: reply.message,
+                    name: name, message: reply.message,
                     permissionError: permissionError)
                 #expect(
                     answered == Self.expectedOnTheAir(byte, permissionError: permissionError),
@@ -143,7 +145,7 @@ struct ATTErrorTests {
     @Test(arguments: serverTable)
     func serverReplyNames(_ code: ATTError.Code, _ name: String, _ message: String?) throws {
         let reply = try #require(code.bluezReplyError)
-        #expect(reply.name == name)
+        #expect(BlueZError(reply.code, reply.message).name == name)
         if let message { #expect(reply.message == message) }
     }
 
@@ -168,7 +170,7 @@ struct ATTErrorTests {
     @Test func remoteErrorsForEveryCode() {
         for byte in UInt8.min...UInt8.max {
             let (name, message) = Self.bluezClientError(byte)
-            let code = ATTError.Code(bluezErrorName: name, message: message)
+            let code = ATTError.Code(bluez: BlueZError(name: name, message: message))
             switch byte {
             case 0x00: #expect(code == nil)
             case 0x05, 0x0C, 0x0F: #expect(code == .insufficientAuthentication)
@@ -201,18 +203,15 @@ struct ATTErrorTests {
 
     @Test(arguments: clientTable)
     func remoteErrorTable(_ name: String, _ message: String, _ expected: ATTError.Code?) {
-        #expect(ATTError.Code(bluezErrorName: name, message: message) == expected)
+        #expect(ATTError.Code(bluez: BlueZError(name: name, message: message)) == expected)
     }
 
     @Test func remoteErrorKeepsTheUnderlyingError() throws {
-        struct DBusFailure: Error, Equatable { let name: String }
-        let error = try #require(
-            ATTError(
-                bluezErrorName: "org.bluez.Error.NotAuthorized",
-                message: "Operation Not Authorized",
-                underlying: DBusFailure(name: "NotAuthorized")))
+        let bluez = BlueZError(name: "org.bluez.Error.NotAuthorized", message: "Operation Not Authorized")
+        let error = try #require(ATTError(bluez: bluez))
         #expect(error.code == .insufficientAuthorization)
-        #expect(error.underlying as? DBusFailure == DBusFailure(name: "NotAuthorized"))
-        #expect(ATTError(bluezErrorName: "org.bluez.Error.Failed", message: "Not connected") == nil)
+        #expect(error.underlying as? BlueZError == bluez)
+        #expect((error.underlying as? BlueZError)?.underlying?.name == "org.bluez.Error.NotAuthorized")
+        #expect(ATTError(bluez: BlueZError(name: "org.bluez.Error.Failed", message: "Not connected")) == nil)
     }
 }

@@ -1,0 +1,41 @@
+import BlueZ
+import DBus
+import Testing
+
+/// The one conversion of D-Bus errors into BlueZ's codes (issue 19): the layer above acts on
+/// codes and never compares an error name.
+@Suite struct BlueZErrorTests {
+    @Test(arguments: [
+        ("org.bluez.Error.InProgress", BlueZError.Code.inProgress),
+        ("org.bluez.Error.NotReady", .notReady), ("org.bluez.Error.NotConnected", .notConnected),
+        ("org.bluez.Error.AlreadyExists", .alreadyExists), ("org.bluez.Error.Failed", .failed),
+        ("org.bluez.Error.SomethingNew", .other),
+        ("org.freedesktop.DBus.Error.AccessDenied", .accessDenied),
+        ("org.freedesktop.DBus.Error.ServiceUnknown", .serviceAbsent),
+        ("org.freedesktop.DBus.Error.NoReply", .noReply), ("org.freedesktop.DBus.Error.Timeout", .timeout),
+        ("org.freedesktop.DBus.Error.UnknownObject", .unknownObject),
+        ("org.freedesktop.DBus.Error.Disconnected", .disconnected), ("com.example.Odd", .other),
+    ])
+    func namesBecomeCodes(_ name: String, _ code: BlueZError.Code) {
+        let error = BlueZError(DBusError(name: name, message: "m"))
+        #expect(error.code == code)
+        #expect(error.name == name && error.message == "m")
+        #expect(error.underlying?.name == name)
+    }
+
+    @Test func everyCodeMadeHereReadsBackAsItself() {
+        for code in BlueZError.Code.allCases where code != .other {
+            let made = BlueZError(code, "m")
+            #expect(BlueZError(made.dbusError).code == code, "\(code) → \(made.name)")
+        }
+    }
+
+    @Test(arguments: [
+        ("Operation failed with ATT error: 0x12", UInt8?.some(0x12)), ("ATT error: 0x0a", 0x0A),
+        ("Operation failed with ATT error: 0xFE", 0xFE), ("ATT error: 0x", nil), ("ATT error: 0x123", nil),
+        ("Not connected", nil),
+    ])
+    func theATTCodeInAMessage(_ message: String, _ expected: UInt8?) {
+        #expect(BlueZError(name: "org.bluez.Error.Failed", message: message).attErrorCode == expected)
+    }
+}

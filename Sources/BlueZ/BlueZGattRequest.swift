@@ -21,20 +21,44 @@ package struct BlueZGattRequest: Sendable {
     /// answered `InvalidArguments` here and yields nil.
     init?(_ invocation: DBusMethodInvocation) {
         self.invocation = invocation
-        guard let options = (try? invocation.arguments())?.last?.stringKeyedDictionary else {
-            invocation.reply(error: DBusError(name: "org.bluez.Error.InvalidArguments", message: "malformed options"))
+        let options: Options
+        do throws(DBusError) {
+            options = try Self.options((try? invocation.arguments()) ?? [])
+        } catch {
+            invocation.reply(error: error)
             return nil
+        }
+        offset = options.offset
+        mtu = options.mtu
+        writeType = options.writeType
+        prepareAuthorize = options.prepareAuthorize
+        deviceAddress = options.deviceAddress
+    }
+
+    /// What a request's options dictionary says; see the properties of the same names.
+    struct Options: Hashable {
+        var offset: UInt16 = 0
+        var mtu: UInt16?
+        var deviceAddress: String?
+        var writeType: String?
+        var prepareAuthorize = false
+    }
+
+    /// Reads the options dictionary, the last of a request's `arguments` (bluetoothd's input:
+    /// never traps). Throws `org.bluez.Error.InvalidArguments` when there is no `a{s…}`
+    /// dictionary last or its `offset` is not a `q`; other options of another type are absent.
+    static func options(_ arguments: [DBusValue]) throws(DBusError) -> Options {
+        guard let options = arguments.last?.stringKeyedDictionary else {
+            throw DBusError(name: "org.bluez.Error.InvalidArguments", message: "malformed options")
         }
         let rawOffset = options["offset"]?.uint16Value
         if options["offset"] != nil && rawOffset == nil {
-            invocation.reply(error: DBusError(name: "org.bluez.Error.InvalidArguments", message: "offset must be q"))
-            return nil
+            throw DBusError(name: "org.bluez.Error.InvalidArguments", message: "offset must be q")
         }
-        offset = rawOffset ?? 0
-        mtu = options["mtu"]?.uint16Value
-        writeType = options["type"]?.stringValue
-        prepareAuthorize = options["prepare-authorize"]?.boolValue ?? false
-        deviceAddress = options["device"]?.objectPathValue.flatMap(Self.address(of:))
+        return Options(
+            offset: rawOffset ?? 0, mtu: options["mtu"]?.uint16Value,
+            deviceAddress: options["device"]?.objectPathValue.flatMap(Self.address(of:)),
+            writeType: options["type"]?.stringValue, prepareAuthorize: options["prepare-authorize"]?.boolValue ?? false)
     }
 
     /// Answers a read with `value`, or a write with success (pass an empty value).

@@ -231,12 +231,16 @@ extension PeripheralManager {
         }
     }
 
-    /// The added services of `records`, rebuilt with their included services.
+    /// The added services of `records`, rebuilt with their included services. Includes that are
+    /// out of range or close a cycle (a hand-edited or hostile file may hold them) are dropped, as
+    /// ``PeripheralRestorationRecord/includeDepth(_:)`` ignores them: a cycle of services that
+    /// include each other would be refused when published, and never freed.
     static func restoredServices(_ records: [PeripheralRestorationRecord.Service]) -> [MutableService] {
         let services = records.map(\.mutableService)
-        for (record, service) in zip(records, services) {
-            guard let service, let includes = record.includes else { continue }
-            service.includedServices = includes.compactMap { services.indices.contains($0) ? services[$0] : nil }
+        let acyclic = PeripheralRestorationRecord.acyclicIncludes(records.map { $0.includes ?? [] }).includes
+        for (index, (record, service)) in zip(records, services).enumerated() {
+            guard let service, record.includes != nil else { continue }
+            service.includedServices = acyclic[index].compactMap { services[$0] }
         }
         return zip(records, services).compactMap { record, service in record.isAdded == false ? nil : service }
     }

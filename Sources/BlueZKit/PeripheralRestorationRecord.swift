@@ -124,9 +124,20 @@ extension PeripheralRestorationRecord {
     /// The longest chain of services through `includes` (indices; invalid ones and the edges
     /// that close a cycle are ignored, as the peripheral manager ignores them), without recursion.
     static func includeDepth(_ includes: [[Int]]) -> Int {
+        let (acyclic, postOrder) = acyclicIncludes(includes)
         var depth = [Int](repeating: 0, count: includes.count)
+        for node in postOrder { depth[node] = 1 + (acyclic[node].map { depth[$0] }.max() ?? 0) }
+        return depth.max() ?? 0
+    }
+
+    /// `includes` without the indices out of range and the edges that close a cycle (found by a
+    /// depth-first search from each service in turn, without recursion), and the services in
+    /// an order where each comes after those it includes.
+    static func acyclicIncludes(_ includes: [[Int]]) -> (includes: [[Int]], postOrder: [Int]) {
+        var kept = [[Int]](repeating: [], count: includes.count)
+        var postOrder: [Int] = []
+        postOrder.reserveCapacity(includes.count)
         var state = [UInt8](repeating: 0, count: includes.count)  // 0 new, 1 on the path, 2 done
-        var deepest = 0
         for root in includes.indices where state[root] == 0 {
             var stack: [(node: Int, next: Int)] = [(root, 0)]
             state[root] = 1
@@ -134,20 +145,20 @@ extension PeripheralRestorationRecord {
                 if next < includes[node].count {
                     stack[stack.count - 1].next += 1
                     let child = includes[node][next]
-                    guard includes.indices.contains(child), state[child] == 0 else { continue }
-                    state[child] = 1
-                    stack.append((child, 0))
+                    // Out of range, or on the path: an edge that closes a cycle.
+                    guard includes.indices.contains(child), state[child] != 1 else { continue }
+                    kept[node].append(child)
+                    if state[child] == 0 {
+                        state[child] = 1
+                        stack.append((child, 0))
+                    }
                 } else {
                     stack.removeLast()
-                    let below =
-                        includes[node].lazy.filter { includes.indices.contains($0) && state[$0] == 2 }
-                        .map { depth[$0] }.max() ?? 0
-                    depth[node] = below + 1
                     state[node] = 2
-                    deepest = max(deepest, depth[node])
+                    postOrder.append(node)
                 }
             }
         }
-        return deepest
+        return (kept, postOrder)
     }
 }

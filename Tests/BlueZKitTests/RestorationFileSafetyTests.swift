@@ -120,6 +120,28 @@ import Testing
         }
     }
 
+    /// Services that include each other in a cycle (in a hand-edited or hostile file) lose the
+    /// edges that close it when rebuilt, so they are freed (Fuzz/regressions/restoration/leak-cdd7…).
+    @Test func includeCyclesInTheFileAreDroppedWhenServicesAreRebuilt() {
+        weak var first: MutableService?
+        weak var second: MutableService?
+        do {
+            let services = PeripheralManager.restoredServices([
+                PeripheralRestorationRecord.Service(
+                    uuid: "180D", isPrimary: true, characteristics: [], includes: [0, 1]),
+                PeripheralRestorationRecord.Service(uuid: "180F", isPrimary: true, characteristics: [], includes: [0]),
+            ])
+            #expect(services.count == 2)
+            first = services.first
+            second = services.last
+            #expect(services[0].includedServices?.count == 1)
+            #expect(services[0].includedServices?.first === services[1])
+            #expect(services[1].includedServices?.isEmpty == true)
+        }
+        #expect(first == nil)
+        #expect(second == nil)
+    }
+
     /// Deeply nested JSON within the size limit is an unreadable file, not a crash.
     @Test func deeplyNestedJSONIsUnreadable() throws {
         try Self.withStore { store, path in

@@ -336,6 +336,9 @@ public final class SimulatedBlueZ: Sendable {
     /// How many calls bluetoothd holds without answering (`noReply` faults, a device removed under a `Connect`).
     package var unansweredCallCount: Int { core.run { core.heldInvocations.count } }
 
+    /// How many devices bluetoothd holds (for the benchmarks).
+    package var deviceCount: Int { core.run { core.devices.count } }
+
     /// Whether a `Pair` of `peripheral` is in progress.
     package func isPairing(_ peripheral: SimulatedPeripheral) -> Bool {
         core.run { core.devicePath(of: peripheral).flatMap { core.devices[$0]?.bonding != nil } ?? false }

@@ -53,7 +53,7 @@ extension SimulatorCore {
 
     private func pairCall(_ invocation: DBusMethodInvocation, _ path: ObjectPath, extraDelay: Duration) {
         guard let device = devices[path] else { return }
-        setTemporary(path, false)
+        setTemporary(path, false, byPairing: true)
         if device.bonding != nil { return reply(invocation, error: BlueZErrors.inProgress) }
         if device.bonded { return reply(invocation, error: BlueZErrors.alreadyExists) }
         let attempt = makeAttemptID()
@@ -105,7 +105,7 @@ extension SimulatorCore {
             device.paired = true
             device.bonded = true
         }
-        setTemporary(path, false)
+        setTemporary(path, false, byPairing: true)
         propertiesChanged(path, Self.deviceInterface, ["Paired", "Bonded"])
         store(path)
     }

@@ -25,10 +25,22 @@ extension SimulatorCore {
 
     /// `btd_device_set_temporary`: a device that stops being temporary loses its timer; one that
     /// becomes temporary (`RemoveDevice` of a connected device) gets one.
-    func setTemporary(_ path: ObjectPath, _ temporary: Bool) {
+    ///
+    /// bluetoothd ignores the call for a private address (random, not static: its two top bits
+    /// are not both set), so a connection leaves such a device temporary, and its timer starts
+    /// again when it disconnects. Pairing is not held to that here (`byPairing`): it gives
+    /// bluetoothd the identity address, which the simulator does not model.
+    func setTemporary(_ path: ObjectPath, _ temporary: Bool, byPairing: Bool = false) {
         guard let device = devices[path], device.temporary != temporary else { return }
+        if !byPairing, Self.isPrivate(device) { return }
         updateDevice(path) { $0.temporary = temporary }
         if temporary { setTemporaryTimer(path) } else { clearTemporaryTimer(path) }
+    }
+
+    /// `device_address_is_private`: a random address that is not static (top bits `11`).
+    static func isPrivate(_ device: DeviceState) -> Bool {
+        guard device.addressType == .random, let top = UInt8(device.address.prefix(2), radix: 16) else { return false }
+        return top >> 6 != 0b11
     }
 
     /// `clear_temporary_timer` (a connection, or the device stopped being temporary).

@@ -78,6 +78,29 @@ import Testing
         #expect(try await rig.client.managedObjects()[Self.path("01")] != nil)
     }
 
+    /// bluetoothd does not make a device with a private address permanent: connected, it has no
+    /// timer; disconnected, its timer starts again.
+    @Test func aConnectedPrivateAddressStaysTemporary() async throws {
+        let rig = try await Rig.start(options: Self.orderingOptions)
+        defer { rig.stop() }
+        try await startDiscovery(rig.client)
+        let phone = SimulatedPeripheral(address: "4C:FF:EE:00:07:01", addressType: .random, name: "Phone")
+        let phonePath = "/org/bluez/hci0/dev_4C_FF_EE_00_07_01"
+        try rig.bluez.addPeripheral(phone)
+        _ = await rig.client.signals.expect("phone found") {
+            $0.member == "InterfacesAdded" && $0.objectPath == phonePath
+        }
+        try await rig.client.call(phonePath, deviceInterface, "Connect")
+        try rig.bluez.addPeripheral(Self.peripheral("02"))
+        _ = await rig.client.signals.expect("02 removed", where: Self.removal("02"))
+        #expect(try await rig.client.managedObjects()[phonePath] != nil)
+        let mark = rig.client.signals.count
+        try await rig.client.call(phonePath, deviceInterface, "Disconnect")
+        _ = await rig.client.signals.expect(from: mark, "phone removed") {
+            $0.member == "InterfacesRemoved" && $0.objectPath == phonePath
+        }
+    }
+
     @Test func withoutATimeoutDevicesStay() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }

@@ -13,10 +13,36 @@
 //       taken after WARMUP advertisements (default 10000) and at the end; prints "rss_kib BEFORE AFTER GROWTH", "anon_kib BEFORE AFTER GROWTH",
 //       "discoveries N", "advertisements_per_s X" and one "sample" line per 10,000
 //       (VmRSS, RssAnon and the number of threads).
-//   ScanMemoryBenchmark serve
-//       The child: prints "address ADDRESS", then obeys lines on standard input —
-//       "add N" (waits until the adapter discovers, adds N peripherals), "advertise K"
-//       — answering "ok" to each; exits at the end of its input.
+//   ScanMemoryBenchmark distinct [ADVERTISEMENTS] [WARMUP] [TIMEOUT_MS] [LIMIT]
+//       Never-repeating addresses, as phones that rotate their private address: the child
+//       runs the simulator with bluetoothd's temporary timeout set to TIMEOUT_MS (default
+//       1000; bluetoothd's default is 30 s, see below) and sends ADVERTISEMENTS advertisements
+//       (default 1000000), each from a new address: a new peripheral is added (its first
+//       advertisement), then taken off the air (SimulatedBlueZ.removePeripheral), leaving
+//       its device to the timeout. The central scans without duplicates (each device is
+//       reported once). Batches of 1000, each waited for as in `scan`. Memory is read at
+//       two quiet points, after WARMUP advertisements (default 100000) and at the end:
+//       the child waits until bluetoothd removed every device ("drain"), then adds one
+//       marker device, whose report shows that the central has handled every removal
+//       before it. Prints the lines of `scan`, plus "simulator_rss_kib BEFORE AFTER
+//       GROWTH" and "simulator_anon_kib ..." (the child's own memory at the same points)
+//       and "peak_devices N" (the most devices bluetoothd held at a batch's end);
+//       "discoveries" counts the three markers (start, warm-up, end) too.
+//       The timeout stands for bluetoothd's 30 s at a much higher rate of new addresses:
+//       about rate × timeout devices are alive at a time, as many as a busy place holds
+//       within 30 s. A batch waits until bluetoothd holds at most LIMIT (default 3000) less
+//       the batch: the offered rate adapts, so that a stall of the machine (late timers)
+//       does not raise the high-water mark of live devices, which the allocator keeps, after
+//       the warm-up. The warm-up must last several timeouts.
+//   ScanMemoryBenchmark serve [TIMEOUT_MS]
+//       The child (TIMEOUT_MS: bluetoothd's temporary timeout, none by default): prints
+//       "address ADDRESS", then obeys lines on standard input — "add N" (waits until the
+//       adapter discovers, adds N peripherals), "advertise K", "limit N" (for "fresh"),
+//       "fresh K" (waits until bluetoothd holds at most the limit less K devices, then K
+//       advertisements from new addresses, as above), "drain S" (waits up to S seconds
+//       until bluetoothd holds no device) — answering "ok" to each, and "memory 0", answered "memory RSS
+//       ANON DEVICES" (its own VmRSS and RssAnon in KiB, and bluetoothd's device count);
+//       exits at the end of its input.
 
 import BlueZKit
 import BlueZKitTesting
@@ -57,11 +83,14 @@ func readLine(fd: Int32) -> String? {
 
 // MARK: - serve (the child)
 
-func serve() {
+func serve(temporaryTimeoutMilliseconds: Int?) {
     let started = DispatchSemaphore(value: 0)
     nonisolated(unsafe) var simulator: SimulatedBlueZ?
+    let options = SimulatedBlueZ.Options(temporaryTimeout: temporaryTimeoutMilliseconds.map { .milliseconds($0) })
     Task.detached {
-        do { simulator = try await SimulatedBlueZ.start() } catch { fail("cannot start the simulator: \(error)") }
+        do { simulator = try await SimulatedBlueZ.start(options: options) } catch {
+            fail("cannot start the simulator: \(error)")
+        }
         started.signal()
     }
     started.wait()
@@ -74,16 +103,21 @@ func serve() {
     printLine("address \(bluez.busAddress)")
     var peripherals: [SimulatedPeripheral] = []
     var cursor = 0
+    var fresh = 0
+    var limit = Int.max
+    func awaitDiscovering() {
+        let deadline = DispatchTime.now() + .seconds(30)
+        while !adapter.isDiscovering {
+            guard DispatchTime.now() < deadline else { stopAndFail("serve: the adapter never started discovering") }
+            usleep(2000)
+        }
+    }
     while let line = readLine(fd: 0) {
         let words = line.split(separator: " ")
         guard words.count == 2, let n = Int(words[1]) else { stopAndFail("serve: bad command '\(line)'") }
         switch words[0] {
         case "add":
-            let deadline = DispatchTime.now() + .seconds(30)
-            while !adapter.isDiscovering {
-                guard DispatchTime.now() < deadline else { stopAndFail("serve: the adapter never started discovering") }
-                usleep(2000)
-            }
+            awaitDiscovering()
             for _ in 0..<n {
                 let index = peripherals.count
                 let address = String(format: "C0:00:00:00:%02X:%02X", index >> 8 & 0xFF, index & 0xFF)
@@ -107,6 +141,37 @@ func serve() {
                 peripheral.advertise()
                 cursor += 1
             }
+        case "limit":
+            limit = n
+        case "fresh":
+            awaitDiscovering()
+            // The offered rate adapts: no more than `limit` devices alive with this batch.
+            let deadline = DispatchTime.now() + .seconds(60)
+            while bluez.deviceCount + n > limit {
+                guard DispatchTime.now() < deadline else { stopAndFail("serve: bluetoothd keeps its devices") }
+                usleep(1000)
+            }
+            for _ in 0..<n {
+                // A static random address (two top bits set) per advertisement: 2^24 of them.
+                let address = String(
+                    format: "C1:00:00:%02X:%02X:%02X", fresh >> 16 & 0xFF, fresh >> 8 & 0xFF, fresh & 0xFF)
+                let peripheral = SimulatedPeripheral(
+                    address: address, addressType: .random, name: "Phone \(fresh)", rssi: Int16(-40 - fresh % 50),
+                    manufacturerData: [0x004C: [0x10, 0x05, UInt8(truncatingIfNeeded: fresh), 0x1C, 7, 7]])
+                // Added while the adapter discovers: reported at once, its one advertisement.
+                do { try bluez.addPeripheral(peripheral, to: adapter) } catch { stopAndFail("serve: \(error)") }
+                bluez.removePeripheral(peripheral)
+                fresh += 1
+            }
+        case "drain":
+            let deadline = DispatchTime.now() + .seconds(n)
+            while bluez.deviceCount > 0 {
+                guard DispatchTime.now() < deadline else { stopAndFail("serve: \(bluez.deviceCount) devices remain") }
+                usleep(5000)
+            }
+        case "memory":
+            printLine("memory \(residentKiB()) \(heapKiB()) \(bluez.deviceCount)")
+            continue
         default:
             stopAndFail("serve: bad command '\(line)'")
         }
@@ -168,32 +233,69 @@ func waitFor(_ what: String, seconds: Double, _ condition: () -> Bool) {
     }
 }
 
-func scan(advertisements: Int, devices: Int, warmUp: Int) {
-    guard devices > 0, advertisements % devices == 0, warmUp % devices == 0, warmUp < advertisements else {
-        fail("ADVERTISEMENTS and WARMUP must be multiples of DEVICES, WARMUP < ADVERTISEMENTS")
-    }
-    // The child: the simulator on its own bus.
+/// The child process: the simulator on its own bus, so that its memory is not counted.
+struct SimulatorProcess {
     let child = Process()
-    child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-    child.arguments = ["serve"]
     let toChild = Pipe()
     let fromChild = Pipe()
-    child.standardInput = toChild
-    child.standardOutput = fromChild
-    do { try child.run() } catch { fail("cannot start the simulator process: \(error)") }
-    let input = toChild.fileHandleForWriting.fileDescriptor
-    let output = fromChild.fileHandleForReading.fileDescriptor
+    let address: String
+
+    init(arguments: [String]) {
+        child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        child.arguments = ["serve"] + arguments
+        child.standardInput = toChild
+        child.standardOutput = fromChild
+        do { try child.run() } catch { fail("cannot start the simulator process: \(error)") }
+        guard let first = readLine(fd: fromChild.fileHandleForReading.fileDescriptor), first.hasPrefix("address ")
+        else { fail("the simulator did not start") }
+        address = String(first.dropFirst("address ".count))
+    }
+
     func command(_ text: String) {
         var line = Array((text + "\n").utf8)
+        let input = toChild.fileHandleForWriting.fileDescriptor
         guard line.withUnsafeMutableBytes({ write(input, $0.baseAddress, $0.count) }) == line.count else {
             fail("the simulator process is gone")
         }
     }
-    func awaitOK(_ what: String) {
-        guard let line = readLine(fd: output), line == "ok" else { fail("the simulator failed during \(what)") }
+
+    /// The child's answer to the last command.
+    func answer(_ what: String) -> String {
+        guard let line = readLine(fd: fromChild.fileHandleForReading.fileDescriptor) else {
+            fail("the simulator failed during \(what)")
+        }
+        return line
     }
-    guard let first = readLine(fd: output), first.hasPrefix("address ") else { fail("the simulator did not start") }
-    let address = String(first.dropFirst("address ".count))
+
+    func awaitOK(_ what: String) {
+        guard answer(what) == "ok" else { fail("the simulator failed during \(what)") }
+    }
+
+    /// The child's VmRSS and RssAnon in KiB, and how many devices bluetoothd holds.
+    func memory() -> (rss: Int, heap: Int, devices: Int) {
+        command("memory 0")
+        let words = answer("memory").split(separator: " ")
+        guard words.count == 4, words[0] == "memory", let rss = Int(words[1]), let heap = Int(words[2]),
+            let devices = Int(words[3])
+        else { fail("the simulator answered no memory figures") }
+        return (rss, heap, devices)
+    }
+
+    /// Ends the child's input and waits for it.
+    func finish() {
+        try? toChild.fileHandleForWriting.close()
+        child.waitUntilExit()
+    }
+}
+
+func scan(advertisements: Int, devices: Int, warmUp: Int) {
+    guard devices > 0, advertisements % devices == 0, warmUp % devices == 0, warmUp < advertisements else {
+        fail("ADVERTISEMENTS and WARMUP must be multiples of DEVICES, WARMUP < ADVERTISEMENTS")
+    }
+    let simulator = SimulatorProcess(arguments: [])
+    let command = simulator.command
+    let awaitOK = simulator.awaitOK
+    let address = simulator.address
 
     let delegate = CountingDelegate()
     let queue = DispatchQueue(label: "benchmark.central")
@@ -238,8 +340,7 @@ func scan(advertisements: Int, devices: Int, warmUp: Int) {
         fail("the delegate got \(total) discoveries, expected \(devices + advertisements)")
     }
     central.stopScan()
-    try? toChild.fileHandleForWriting.close()
-    child.waitUntilExit()
+    simulator.finish()
     let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
     printLine("rss_kib \(before.rss) \(after.rss) \(after.rss - before.rss)")
     printLine("anon_kib \(before.heap) \(after.heap) \(after.heap - before.heap)")
@@ -249,17 +350,110 @@ func scan(advertisements: Int, devices: Int, warmUp: Int) {
     exit(0)
 }
 
+// MARK: - distinct (the measured process, never-repeating addresses)
+
+func distinct(advertisements: Int, warmUp: Int, timeoutMilliseconds: Int, limit: Int) {
+    let batch = 1000
+    guard advertisements % batch == 0, warmUp % batch == 0, warmUp < advertisements, timeoutMilliseconds > 0,
+        limit >= batch + 1
+    else {
+        fail(
+            "ADVERTISEMENTS and WARMUP must be multiples of \(batch), WARMUP < ADVERTISEMENTS, TIMEOUT_MS > 0, LIMIT > \(batch)"
+        )
+    }
+    let simulator = SimulatorProcess(arguments: [String(timeoutMilliseconds)])
+    simulator.command("limit \(limit)")
+    simulator.awaitOK("limit")
+    let delegate = CountingDelegate()
+    let queue = DispatchQueue(label: "benchmark.central")
+    let central = CentralManager(
+        delegate: delegate, queue: queue, options: CentralManagerOptions(busAddress: simulator.address))
+    waitFor("poweredOn", seconds: 30) { delegate.poweredOn.load(ordering: .acquiring) }
+    central.scanForPeripherals(withServices: nil, options: ScanOptions(allowDuplicates: false))
+
+    var expected = 0
+    /// Sends `count` advertisements from new addresses and waits until each was reported.
+    func fresh(_ count: Int) {
+        simulator.command("fresh \(count)")
+        simulator.awaitOK("fresh")
+        expected += count
+        waitFor("\(expected) discoveries", seconds: 60) {
+            delegate.discoveries.load(ordering: .acquiring) >= expected
+        }
+    }
+    /// A quiet point: bluetoothd removed every device, and the central has handled the removals
+    /// (the marker's report comes after them on the bus). Returns (central, simulator) memory.
+    func quietMemory() -> (central: (rss: Int, heap: Int), simulator: (rss: Int, heap: Int)) {
+        simulator.command("drain \(max(30, 10 * timeoutMilliseconds / 1000))")
+        simulator.awaitOK("drain")
+        fresh(1)
+        let child = simulator.memory()
+        return ((residentKiB(), heapKiB()), (child.rss, child.heap))
+    }
+
+    var sent = 0
+    var peak = 0
+    var before = quietMemory()
+    let clock = ContinuousClock()
+    var measuredStart = clock.now
+    while sent < advertisements {
+        fresh(batch)
+        sent += batch
+        let child = simulator.memory()
+        peak = max(peak, child.devices)
+        if sent % 10000 == 0 || sent == warmUp {
+            printLine(
+                "sample advertisements \(sent) rss_kib \(residentKiB()) anon_kib \(heapKiB()) threads \(statusKiB("Threads:")) simulator_rss_kib \(child.rss) devices \(child.devices)"
+            )
+        }
+        if sent == warmUp {
+            before = quietMemory()
+            measuredStart = clock.now
+        }
+    }
+    let elapsed = clock.now - measuredStart
+    let after = quietMemory()
+    let total = delegate.discoveries.load(ordering: .acquiring)
+    // Each advertisement, and the three markers.
+    guard total == advertisements + 3, total == expected else {
+        fail("the delegate got \(total) discoveries, expected \(advertisements + 3)")
+    }
+    central.stopScan()
+    simulator.finish()
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    printLine("rss_kib \(before.central.rss) \(after.central.rss) \(after.central.rss - before.central.rss)")
+    printLine("anon_kib \(before.central.heap) \(after.central.heap) \(after.central.heap - before.central.heap)")
+    printLine(
+        "simulator_rss_kib \(before.simulator.rss) \(after.simulator.rss) \(after.simulator.rss - before.simulator.rss)"
+    )
+    printLine(
+        "simulator_anon_kib \(before.simulator.heap) \(after.simulator.heap) \(after.simulator.heap - before.simulator.heap)"
+    )
+    printLine("peak_devices \(peak)")
+    printLine("discoveries \(total) markers 3 checksum \(delegate.checksum.load(ordering: .relaxed))")
+    printLine("advertisements_per_s \(Int(Double(advertisements - warmUp) / seconds))")
+    withExtendedLifetime(central) {}
+    exit(0)
+}
+
 // MARK: - main
 
 let arguments = CommandLine.arguments
 switch arguments.count > 1 ? arguments[1] : "" {
-case "serve" where arguments.count == 2:
-    serve()
+case "serve" where arguments.count <= 3:
+    serve(temporaryTimeoutMilliseconds: arguments.count == 3 ? number(arguments[2]) : nil)
 case "scan" where arguments.count <= 5:
     let rest = arguments.dropFirst(2).map(number)
     scan(
         advertisements: rest.count > 0 ? rest[0] : 100_000, devices: rest.count > 1 ? rest[1] : 1000,
         warmUp: rest.count > 2 ? rest[2] : 10_000)
+case "distinct" where arguments.count <= 6:
+    let rest = arguments.dropFirst(2).map(number)
+    distinct(
+        advertisements: rest.count > 0 ? rest[0] : 1_000_000, warmUp: rest.count > 1 ? rest[1] : 100_000,
+        timeoutMilliseconds: rest.count > 2 ? rest[2] : 1000, limit: rest.count > 3 ? rest[3] : 3000)
 default:
-    fail("usage: ScanMemoryBenchmark scan [ADVERTISEMENTS] [DEVICES] [WARMUP] | serve")
+    fail(
+        "usage: ScanMemoryBenchmark scan [ADVERTISEMENTS] [DEVICES] [WARMUP] | distinct [ADVERTISEMENTS] [WARMUP] [TIMEOUT_MS] [LIMIT] | serve [TIMEOUT_MS]"
+    )
 }

@@ -24,8 +24,12 @@ struct AdapterState: Sendable {
     var discovering = false
     /// The filter the kernel scans with; nil for a regular discovery.
     var kernelFilter: KernelFilter?
-    /// Devices reported during this discovery, whose RSSI is invalidated when it stops.
-    var discoveryFound: [ObjectPath] = []
+    /// Devices reported during this discovery, whose RSSI is invalidated when it stops, each with
+    /// its rank in the order they were first reported (a dictionary: a long scan of ever new
+    /// devices looks them up and removes them once per advertisement).
+    var discoveryFound: [ObjectPath: Int] = [:]
+    /// The rank of the next device in `discoveryFound`.
+    var discoveryFoundCount = 0
     /// Set when a client's `Discoverable` filter made the adapter discoverable for the discovery.
     var discoverableForDiscovery = false
 

@@ -42,9 +42,12 @@ struct DeviceState: Sendable {
     var serviceData: [String: [UInt8]] = [:]
     /// The last AD Flags seen; nil until an advertisement was (`INVALID_FLAGS`).
     var advertisingFlags: UInt8?
-    /// Not yet connected or paired: removed when a non-connectable one's discovery ends.
+    /// Not yet connected or paired: removed when a non-connectable one's discovery ends, and by the
+    /// temporary timer (`SimulatorCore+TemporaryDevices.swift`).
     var temporary = true
     var lastSeenConnectable = true
+    /// When the temporary timer removes the device (`temporary_timer`); nil while none runs.
+    var temporaryDeadline: ContinuousClock.Instant?
     /// Exported GATT objects, in the order they were exported.
     var gattPaths: [ObjectPath] = []
     var mtu: UInt16 = 23

@@ -11,17 +11,30 @@ extension SimulatedBlueZ {
         public var omitsConnectedSignal: Bool
         /// Which bluetoothd release the simulator behaves like, where releases differ.
         public var version: Version
+        /// bluetoothd's `TemporaryTimeout` in `main.conf`: how long a temporary device (discovered,
+        /// never connected or paired) stays after it was last seen; nil never removes it.
+        ///
+        /// As in bluetoothd 5.66 (`src/device.c`): every advertisement of a temporary device
+        /// restarts its timer (`device_update_last_seen` → `set_temporary_timer`), a connection
+        /// stops it (`device_add_connection`), a disconnection restarts it
+        /// (`device_remove_connection`), and when it fires the device is removed
+        /// (`device_disappeared` → `btd_adapter_remove_device`: `InterfacesRemoved`), whether or not
+        /// the adapter still discovers. bluetoothd's default is 30 s (`.seconds(30)`); the
+        /// simulator's default, nil, is `TemporaryTimeout = 0` (no timer), so that a test's devices
+        /// stay however long it runs.
+        public var temporaryTimeout: Duration?
 
-        /// Options; the defaults are fast timing, bluetoothd's default cache (`always`), no quirks
-        /// and bluetoothd 5.66.
+        /// Options; the defaults are fast timing, bluetoothd's default cache (`always`), no quirks,
+        /// bluetoothd 5.66 and no temporary timeout.
         public init(
             timing: Timing = .fast, gattCache: GATTCache = .always, omitsConnectedSignal: Bool = false,
-            version: Version = .bluez5_66
+            version: Version = .bluez5_66, temporaryTimeout: Duration? = nil
         ) {
             self.timing = timing
             self.gattCache = gattCache
             self.omitsConnectedSignal = omitsConnectedSignal
             self.version = version
+            self.temporaryTimeout = temporaryTimeout
         }
     }
 

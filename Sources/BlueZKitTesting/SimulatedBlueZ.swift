@@ -24,8 +24,9 @@ import Synchronization
 /// - every `advertise()` is one report: there is no kernel duplicate filter,
 ///   and nothing is reported between advertisements (a scan restart reports
 ///   every peripheral in range once);
-/// - temporary devices are not removed after bluetoothd's 30 s
-///   `TemporaryTimeout` (only non-connectable ones, when discovery stops);
+/// - temporary devices are removed after `TemporaryTimeout` only when
+///   ``Options/temporaryTimeout`` is set (bluetoothd's default is 30 s; the simulator's is no
+///   timer), and non-connectable ones when discovery stops;
 /// - there is no passive scanning, advertisement monitor or BR/EDR: every
 ///   device is LE, and `Transport` `bredr` finds nothing;
 /// - `AdvertisingFlags` is always served (bluetoothd needs `--experimental`);
@@ -262,6 +263,21 @@ public final class SimulatedBlueZ: Sendable {
         core.vanish(peripheral)
     }
 
+    /// Takes `peripheral` off the air for good, as a phone that rotated its private address is no
+    /// longer heard at the old one: a connection to it drops (link loss), it stops advertising, and
+    /// the simulator lets go of it (it can be added again, to this or another simulator).
+    ///
+    /// bluetoothd keeps its device as it would: until ``Options/temporaryTimeout`` runs out for a
+    /// temporary one, until `RemoveDevice`, or for good once paired. A `Connect` to it waits and
+    /// fails after the connect timeout. Removing peripherals that are done with keeps the
+    /// simulator's memory flat when it is fed ever new ones.
+    ///
+    /// - Returns: false when the peripheral was not added to this simulator.
+    @discardableResult
+    public func removePeripheral(_ peripheral: SimulatedPeripheral) -> Bool {
+        core.detach(peripheral)
+    }
+
     // MARK: Centrals
 
     /// Connects a virtual central with `address` to `adapter` (the first adapter when nil), to act on
@@ -343,6 +359,9 @@ public final class SimulatedBlueZ: Sendable {
 
     /// How many calls bluetoothd holds without answering (`noReply` faults, a device removed under a `Connect`).
     package var unansweredCallCount: Int { core.run { core.heldInvocations.count } }
+
+    /// How many devices bluetoothd holds (for the benchmarks).
+    package var deviceCount: Int { core.run { core.devices.count } }
 
     /// Whether a `Pair` of `peripheral` is in progress.
     package func isPairing(_ peripheral: SimulatedPeripheral) -> Bool {

@@ -71,7 +71,7 @@ extension SimulatorCore {
             return reply(invocation, error: BlueZErrors.doesNotExist)
         }
         guard adapter.powered else { return reply(invocation, error: BlueZErrors.notReady) }
-        updateDevice(target) { $0.temporary = true }
+        setTemporary(target, true)
         if device.connected {
             requestDisconnect(target, replyTo: invocation, removing: true)
         } else {

@@ -53,7 +53,7 @@ extension SimulatorCore {
 
     private func pairCall(_ invocation: DBusMethodInvocation, _ path: ObjectPath, extraDelay: Duration) {
         guard let device = devices[path] else { return }
-        updateDevice(path) { $0.temporary = false }
+        setTemporary(path, false, byPairing: true)
         if device.bonding != nil { return reply(invocation, error: BlueZErrors.inProgress) }
         if device.bonded { return reply(invocation, error: BlueZErrors.alreadyExists) }
         let attempt = makeAttemptID()
@@ -104,8 +104,8 @@ extension SimulatorCore {
         updateDevice(path) { device in
             device.paired = true
             device.bonded = true
-            device.temporary = false
         }
+        setTemporary(path, false, byPairing: true)
         propertiesChanged(path, Self.deviceInterface, ["Paired", "Bonded"])
         store(path)
     }
@@ -159,7 +159,7 @@ extension SimulatorCore {
         removeGATTObjects(path)
         interfacesRemoved(path, [Self.deviceInterface])
         devices[path] = nil
-        updateAdapter(device.adapterName) { $0.discoveryFound.removeAll { $0 == path } }
+        adapters[device.adapterName]?.discoveryFound[path] = nil
         if forget, let adapter = adapters[device.adapterName] {
             storage[adapter.address]?[device.address] = nil
         }

@@ -97,7 +97,7 @@ extension SimulatorCore {
     /// temporary devices that are not connectable (`discovery_cleanup`).
     func discoveryCleanup(_ name: String) {
         guard let adapter = adapters[name] else { return }
-        for path in adapter.discoveryFound {
+        for path in adapter.discoveryFound.sorted(by: { $0.value < $1.value }).map(\.key) {
             guard let device = devices[path] else { continue }
             var changed: [String] = []
             if device.rssi != nil { changed.append("RSSI") }
@@ -108,7 +108,10 @@ extension SimulatorCore {
             }
             if !changed.isEmpty { propertiesChanged(path, Self.deviceInterface, changed) }
         }
-        updateAdapter(name) { $0.discoveryFound = [] }
+        updateAdapter(name) { adapter in
+            adapter.discoveryFound = [:]
+            adapter.discoveryFoundCount = 0
+        }
         for path in devices.keys.sorted() {
             guard let device = devices[path], device.adapterName == name, device.temporary,
                 !device.lastSeenConnectable, !device.connected
@@ -124,14 +127,17 @@ extension SimulatorCore {
 
     /// Processes one advertisement of `peripheral` (`btd_adapter_update_found_device`).
     func report(_ peripheral: SimulatedPeripheral) {
+        // The adapter's fields rather than a copy of its state, which would be alive when
+        // `discoveryFound` changes below and make that copy its whole table.
         guard let name = peripheral.attachment.withLock({ $0.adapterName }), peripheral.isInRange,
-            let adapter = adapters[name], adapter.powered, adapter.discovering
+            adapters[name]?.powered == true, adapters[name]?.discovering == true
         else { return }
+        let filteredDiscovery = adapters[name]?.filteredDiscovery ?? false
         let ad = peripheral.advertisement.withLock { $0 }
         let uuids = ad.serviceUUIDs.compactMap(BluetoothText.uuid)
-        if let kernel = adapter.kernelFilter, !kernel.passes(uuids: uuids, rssi: ad.rssi) { return }
-        let sessions = adapter.sessions
-        var discoverable = adapter.filteredDiscovery || ad.flags & 0x03 != 0
+        if let kernel = adapters[name]?.kernelFilter, !kernel.passes(uuids: uuids, rssi: ad.rssi) { return }
+        let sessions = adapters[name]?.sessions ?? []
+        var discoverable = filteredDiscovery || ad.flags & 0x03 != 0
         for case let pattern? in sessions.map({ $0.filter?.pattern }) {
             discoverable = false
             if pattern.isEmpty || peripheral.address.hasPrefix(pattern) || (ad.name?.hasPrefix(pattern) ?? false) {
@@ -147,6 +153,7 @@ extension SimulatorCore {
             interfacesAdded(path, [Self.deviceInterface])
         }
         updateDevice(path) { $0.lastSeenConnectable = ad.isConnectable }
+        deviceLastSeen(path)
         if let advertised = ad.name, advertised != devices[path]?.name {
             let aliasFollows = devices[path]?.alias == nil
             updateDevice(path) { $0.name = advertised }
@@ -156,12 +163,13 @@ extension SimulatorCore {
             guard let filter = session.filter, !filter.uuids.isEmpty else { return true }
             return filter.uuids.contains(where: uuids.contains)
         }
-        guard discoverable, !adapter.filteredDiscovery || matches else { return }
+        guard discoverable, !filteredDiscovery || matches else { return }
         applyAdvertisement(
-            ad, uuids: uuids, to: path, threshold: adapter.filteredDiscovery ? 0 : 8,
+            ad, uuids: uuids, to: path, threshold: filteredDiscovery ? 0 : 8,
             duplicates: sessions.contains { $0.filter?.duplicateData == true })
-        updateAdapter(name) { adapter in
-            if !adapter.discoveryFound.contains(path) { adapter.discoveryFound.append(path) }
+        if adapters[name]?.discoveryFound[path] == nil, let rank = adapters[name]?.discoveryFoundCount {
+            adapters[name]?.discoveryFound[path] = rank
+            adapters[name]?.discoveryFoundCount = rank + 1
         }
     }
 

@@ -131,6 +131,7 @@ extension SimulatorCore {
         for mirror in advertisingMirrors.values { mirror.attachment.withLock { $0.isInRange = false } }
         armedAttempts = [:]
         removalRequested = []
+        temporaryTimers = TemporaryTimers()
         pendingSignals = PendingSignals()
         heldInvocations = []
         graveyard = []

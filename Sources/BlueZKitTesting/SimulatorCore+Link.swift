@@ -15,7 +15,7 @@ extension SimulatorCore {
             }
             return reply(invocation, error: BlueZErrors.failed("Operation already in progress"))
         }
-        updateDevice(path) { $0.temporary = false }
+        setTemporary(path, false)
         beginConnectAttempt(path, invocation: invocation, delay: options.timing.connection + extraDelay)
     }
 
@@ -65,10 +65,11 @@ extension SimulatorCore {
         updateDevice(path) { device in
             device.link = .connected(generation: generation)
             device.connected = true
-            device.temporary = false
             device.mtu = min(517, max(23, peripheral.maximumMTU))
             device.clientConfigurations = [:]
         }
+        setTemporary(path, false)
+        clearTemporaryTimer(path)
         if !options.omitsConnectedSignal { propertiesChanged(path, Self.deviceInterface, ["Connected"]) }
         if let pending = devices[path]?.pendingConnect {
             updateDevice(path) { $0.pendingConnect = nil }
@@ -149,6 +150,7 @@ extension SimulatorCore {
         for waiting in device.pendingDisconnects { reply(waiting) }
         updateDevice(path) { $0.pendingDisconnects = [] }
         propertiesChanged(path, Self.deviceInterface, ["Connected"])
+        deviceLastSeen(path)
         let keepCache = options.gattCache == .always || (options.gattCache == .yes && device.paired)
         if !keepCache {
             removeGATTObjects(path)

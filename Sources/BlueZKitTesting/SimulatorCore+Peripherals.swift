@@ -39,6 +39,22 @@ extension SimulatorCore {
         }
     }
 
+    /// Takes `peripheral` out of range of its adapter for good and forgets it (its device stays).
+    func detach(_ peripheral: SimulatedPeripheral) -> Bool {
+        run { () -> Bool in
+            guard let name = peripheral.attachment.withLock({ $0.core === self ? $0.adapterName : nil }) else {
+                return false
+            }
+            if let path = devicePath(of: peripheral), devices[path]?.connected == true { linkLost(path) }
+            air[name]?.removeAll { $0 === peripheral }
+            peripheral.attachment.withLock { attachment in
+                attachment.core = nil
+                attachment.adapterName = nil
+            }
+            return true
+        }
+    }
+
     /// Points the attributes of `layout` at their handles and object paths under `peripheral`.
     func link(_ layout: GATTLayout, to peripheral: SimulatedPeripheral) {
         for service in layout.services {

@@ -65,6 +65,8 @@ final class SimulatorCore: @unchecked Sendable {
     var armedAttempts: [ObjectPath: Int] = [:]
     /// Devices whose `RemoveDevice` waits for the disconnection.
     var removalRequested: Set<ObjectPath> = []
+    /// The temporary timers of devices (`SimulatorCore+TemporaryDevices.swift`).
+    var temporaryTimers = TemporaryTimers()
 
     init(options: SimulatedBlueZ.Options) {
         self.options = options

@@ -34,7 +34,7 @@ let package = Package(
         ),
         .target(
             name: "BlueZKit",
-            dependencies: ["BlueZ", "DBus"],
+            dependencies: ["BlueZ"],
             swiftSettings: strictSettings
         ),
         .testTarget(

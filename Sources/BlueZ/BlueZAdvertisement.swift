@@ -62,6 +62,13 @@ package final class BlueZAdvertisement: Sendable {
     let connection: DBusConnection
     let path: ObjectPath
 
+    /// Exports the advertisement object on the client's connection; nothing is registered yet.
+    package convenience init(
+        client: BlueZCentralClient, content: Content, onRelease: @escaping @Sendable () -> Void
+    ) async throws(BlueZError) {
+        try await self.init(connection: client.connection, content: content, onRelease: onRelease)
+    }
+
     /// Exports the advertisement object; nothing is registered yet.
     /// `onRelease` runs when bluetoothd drops it (`Release`).
     package init(connection: DBusConnection, content: Content, onRelease: @escaping @Sendable () -> Void)
@@ -123,19 +130,19 @@ package final class BlueZAdvertisement: Sendable {
     }
 
     /// `LEAdvertisingManager1.RegisterAdvertisement` on `adapter`.
-    package func register(on adapter: ObjectPath) async throws(BlueZError) {
+    package func register(on adapter: BlueZCentralClient.AdapterID) async throws(BlueZError) {
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             _ = try await connection.call(
-                destination: BlueZNames.service, path: adapter, interface: BlueZNames.advertisingManager,
+                destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.advertisingManager,
                 member: "RegisterAdvertisement", arguments: [.objectPath(path), .stringVariantDictionary([:])])
         }
     }
 
     /// `UnregisterAdvertisement`, then removes the object.
-    package func unregister(from adapter: ObjectPath?) async {
+    package func unregister(from adapter: BlueZCentralClient.AdapterID?) async {
         if let adapter {
             _ = try? await connection.call(
-                destination: BlueZNames.service, path: adapter, interface: BlueZNames.advertisingManager,
+                destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.advertisingManager,
                 member: "UnregisterAdvertisement", arguments: [.objectPath(path)])
         }
         connection.unexport(path)

@@ -50,11 +50,13 @@ package final class BlueZAgent: Sendable {
         case reject
     }
 
-    /// Decides requests: called on the connection's queue with the device's object path and
+    /// Decides requests: called on the connection's queue with the device and
     /// a function to call once, from any thread, with the answer. `nil` as the device marks
     /// bluetoothd's `Cancel` of the open requests (their answer functions become no-ops).
     package typealias Responder =
-        @Sendable (_ device: ObjectPath?, _ request: Request?, _ answer: @escaping @Sendable (Answer) -> Void) -> Void
+        @Sendable (
+            _ device: BlueZCentralClient.DeviceID?, _ request: Request?, _ answer: @escaping @Sendable (Answer) -> Void
+        ) -> Void
 
     private static let nextNumber = Atomic<Int>(0)
     /// The connection the agent is exported on and registered from.
@@ -77,6 +79,9 @@ package final class BlueZAgent: Sendable {
         var open: [Int: DBusMethodInvocation] = [:]
         var nextRequest = 0
     }
+
+    /// Creates an agent on `connection`; nothing is exported or registered until ``register(requestDefault:)``.
+    package convenience init(bus: BlueZBus) { self.init(connection: bus.connection) }
 
     /// Creates an agent on `connection`; nothing is exported or registered until ``register(requestDefault:)``.
     package init(connection: DBusConnection) {

@@ -1,4 +1,5 @@
 package import DBus
+package import Dispatch
 
 /// The bus bluetoothd is on, as the managers reach it: the system bus (or a chosen address),
 /// connected again with back-off whenever it is lost, and tried again for as long as it cannot
@@ -7,7 +8,14 @@ package import DBus
 /// A lost bus looks to everything above like bluetoothd leaving and coming back (the connection
 /// reports every watched name ownerless, then owned again), so the managers recover from a
 /// `dbus-daemon` restart the way they recover from a bluetoothd restart.
-package enum BlueZBus {
+package final class BlueZBus: Sendable {
+    let connection: DBusConnection
+
+    private init(_ connection: DBusConnection) { self.connection = connection }
+
+    /// The serial queue the connection, and every client made on it, works on.
+    package var queue: DispatchQueue { connection.queue }
+
     /// The waits between attempts: 100 ms doubling up to 15 s, then every 15 s.
     package static let reconnectPolicy = DBusConnection.ReconnectPolicy.backOff
 
@@ -20,15 +28,16 @@ package enum BlueZBus {
     package static func connect(
         address: String?, label: String, isWanted: @Sendable () -> Bool,
         failed: @Sendable (BlueZError, _ attempt: Int) -> Void
-    ) async -> DBusConnection? {
+    ) async -> BlueZBus? {
         var attempt = 0
         let given = address ?? DBusConnection.systemBusAddress
         while isWanted() {
             do throws(DBusError) {
                 // Once refused, without a GUID: the bus that comes up later has a new one.
-                return try await DBusConnection.open(
-                    address: attempt == 0 ? given : DBusConnection.addressForReconnecting(given), label: label,
-                    reconnect: reconnectPolicy)
+                return BlueZBus(
+                    try await DBusConnection.open(
+                        address: attempt == 0 ? given : DBusConnection.addressForReconnecting(given), label: label,
+                        reconnect: reconnectPolicy))
             } catch {
                 failed(BlueZError(error), attempt)
                 if error.code == .invalidArgs { return nil }

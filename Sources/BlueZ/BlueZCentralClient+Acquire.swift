@@ -8,29 +8,27 @@ extension BlueZCentralClient {
     /// bluetoothd 5.66 answers `NotPermitted` ("Notify acquired") when another client holds the
     /// socket, `InProgress` when any client has a `StartNotify` session on the characteristic,
     /// `NotSupported` for a characteristic without the notify property, `Failed` when not connected.
-    package func acquireNotify(_ id: AttributeID) async throws(BlueZError) -> (UnixFileDescriptor, UInt16) {
-        try await BlueZError.converting { () async throws(DBusError) -> (UnixFileDescriptor, UInt16) in
+    package func acquireNotify(_ id: AttributeID) async throws(BlueZError) -> BlueZAcquiredSocket {
+        try await BlueZError.converting { () async throws(DBusError) -> BlueZAcquiredSocket in
             try await acquire(id, member: "AcquireNotify")
         }
     }
 
     /// `AcquireWrite({})`: a socket whose datagrams bluetoothd sends as ATT Write Commands, and the MTU.
-    package func acquireWrite(_ id: AttributeID) async throws(BlueZError) -> (UnixFileDescriptor, UInt16) {
-        try await BlueZError.converting { () async throws(DBusError) -> (UnixFileDescriptor, UInt16) in
+    package func acquireWrite(_ id: AttributeID) async throws(BlueZError) -> BlueZAcquiredSocket {
+        try await BlueZError.converting { () async throws(DBusError) -> BlueZAcquiredSocket in
             try await acquire(id, member: "AcquireWrite")
         }
     }
 
-    private func acquire(_ id: AttributeID, member: MemberName) async throws(DBusError) -> (
-        UnixFileDescriptor, UInt16
-    ) {
+    private func acquire(_ id: AttributeID, member: MemberName) async throws(DBusError) -> BlueZAcquiredSocket {
         let reply = try await connection.call(
             destination: BlueZNames.service, path: id.path, interface: BlueZNames.gattCharacteristic, member: member,
             arguments: [.stringVariantDictionary([:])])
         guard reply.count == 2, let descriptor = reply[0].unixFDValue, let mtu = reply[1].uint16Value else {
             throw DBusError(.invalidArgs, "\(member) answered '\(reply.map(\.signature.rawValue).joined())', not 'hq'")
         }
-        return (descriptor, mtu)
+        return BlueZAcquiredSocket(descriptor: descriptor, mtu: mtu)
     }
 
     /// `WriteValue(value, {type})` sent at once, so that writes reach bluetoothd in the order of

@@ -1,4 +1,5 @@
 package import DBus
+package import Dispatch
 
 /// The central side of bluetoothd for one adapter: which adapter is in use and
 /// whether it is powered, device advertisements and changes, and discovery.
@@ -56,6 +57,11 @@ package final class BlueZCentralClient: @unchecked Sendable {
     private(set) package var adapterPath: ObjectPath?
     private var lastStatus: AdapterStatus?
 
+    /// A client on `bus` (see ``init(connection:adapter:events:)``).
+    package convenience init(bus: BlueZBus, adapter: String?, events: @escaping @Sendable (Event) -> Void) {
+        self.init(connection: bus.connection, adapter: adapter, events: events)
+    }
+
     package init(connection: DBusConnection, adapter: String?, events: @escaping @Sendable (Event) -> Void) {
         self.connection = connection
         self.adapterSelector = adapter
@@ -91,8 +97,35 @@ package final class BlueZCentralClient: @unchecked Sendable {
         return BlueZServerFeatures(adapterProperties: adapter)
     }
 
-    /// The adapter's object path, for the layer's own registration calls (on the queue).
-    package var adapterObjectPath: ObjectPath? { adapterPath }
+    /// An opaque handle on an adapter, for registrations on it.
+    package struct AdapterID: Hashable, Sendable {
+        let path: ObjectPath
+    }
+
+    /// The adapter in use, for the layer's own registration calls (on the queue).
+    package var adapter: AdapterID? { adapterPath.map(AdapterID.init) }
+
+    /// The adapter in use, from any thread (hops onto the queue).
+    package func currentAdapter() async -> AdapterID? {
+        await withCheckedContinuation { continuation in
+            connection.queue.async { continuation.resume(returning: self.adapter) }
+        }
+    }
+
+    /// The serial queue everything of this client (and its connection) happens on.
+    package var queue: DispatchQueue { connection.queue }
+
+    /// False while the bus is away (being connected again after a loss) or once it is closed.
+    package var isBusOpen: Bool { connection.isOpen }
+
+    /// What we sent that the bus has not taken yet (any thread): the basis of back-pressure.
+    package var backlog: (queuedMessages: Int, outgoingBytes: Int) {
+        let backlog = connection.backlog
+        return (backlog.queuedMessages, backlog.outgoingBytes)
+    }
+
+    /// Closes the connection for good (the bus drops our registrations with it).
+    package func close() { connection.close() }
 
     /// The properties of a device (on the queue).
     package func device(_ id: DeviceID) -> BlueZDeviceProperties? { device(at: id.path) }

@@ -90,6 +90,11 @@ package final class BlueZGattApplication: Sendable {
     /// The characteristic objects, service by service, each in the order of `characteristics`.
     package let characteristicIDs: [CharacteristicID]
 
+    /// Exports `services` on the client's connection (see ``init(connection:services:number:)``).
+    package convenience init(client: BlueZCentralClient, services: [Service], number: Int) async throws(BlueZError) {
+        try await self.init(connection: client.connection, services: services, number: number)
+    }
+
     /// Exports `service` alone under a fresh root; nothing is registered yet.
     package convenience init(connection: DBusConnection, service: Service, number: Int) async throws(BlueZError) {
         try await self.init(connection: connection, services: [service], number: number)
@@ -177,19 +182,19 @@ package final class BlueZGattApplication: Sendable {
     }
 
     /// `GattManager1.RegisterApplication` on `adapter`; bluetoothd reads our tree before it answers.
-    package func register(on adapter: ObjectPath) async throws(BlueZError) {
+    package func register(on adapter: BlueZCentralClient.AdapterID) async throws(BlueZError) {
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             _ = try await connection.call(
-                destination: BlueZNames.service, path: adapter, interface: BlueZNames.gattManager,
+                destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.gattManager,
                 member: "RegisterApplication", arguments: [.objectPath(root), .stringVariantDictionary([:])])
         }
     }
 
     /// `GattManager1.UnregisterApplication`, then removes the objects.
-    package func unregister(from adapter: ObjectPath?) async {
+    package func unregister(from adapter: BlueZCentralClient.AdapterID?) async {
         if let adapter {
             _ = try? await connection.call(
-                destination: BlueZNames.service, path: adapter, interface: BlueZNames.gattManager,
+                destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.gattManager,
                 member: "UnregisterApplication", arguments: [.objectPath(root)])
         }
         for path in paths { connection.unexport(path) }

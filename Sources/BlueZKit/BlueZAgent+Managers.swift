@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 
 extension BlueZAgent {
     /// Registers the agent from a task of its own, as bluetoothd's default agent only with
@@ -11,7 +10,7 @@ extension BlueZAgent {
             do throws(BlueZError) {
                 try await register(requestDefault: requestDefault)
             } catch {
-                DBusLog.debug("\(manager): no pairing agent: \(error)")
+                BlueZLog.debug("\(manager): no pairing agent: \(error)")
             }
         }
     }
@@ -19,8 +18,8 @@ extension BlueZAgent {
 
 extension CentralEngine {
     /// The peer a pairing request names: the known ``Peripheral``, if any (on the queue).
-    func pairingPeer(_ device: ObjectPath) -> PairingPeer? {
-        guard let id = DeviceHandle(token: device.rawValue), let address = id.address else { return nil }
+    func pairingPeer(_ id: DeviceHandle) -> PairingPeer? {
+        guard let address = id.address else { return nil }
         let peripheral = peripherals[id]
         return PairingPeer(
             identifier: peripheral?.identifier
@@ -31,8 +30,8 @@ extension CentralEngine {
 
 extension PeripheralManager {
     /// The peer a pairing request names: a central, known by its identifier and address.
-    func pairingPeer(_ device: ObjectPath) -> PairingPeer? {
-        guard let address = DeviceHandle(token: device.rawValue)?.address else { return nil }
+    func pairingPeer(_ device: DeviceHandle) -> PairingPeer? {
+        guard let address = device.address else { return nil }
         let adapter = shared.withLock { $0.adapterAddress }
         return PairingPeer(
             identifier: PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address),

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Dispatch
 
 /// Connections that never time out.
@@ -36,7 +35,7 @@ extension CentralEngine {
     // MARK: Requests (any thread)
 
     func connect(_ peripheral: Peripheral, autoReconnect: Bool = false) {
-        connection.queue.async { [self] in
+        busQueue.async { [self] in
             let id = peripheral.deviceID
             guard links[id] == nil else { return }  // pending or connected already: Core Bluetooth does nothing
             var link = Link()
@@ -49,7 +48,7 @@ extension CentralEngine {
     }
 
     func cancelConnection(_ peripheral: Peripheral) {
-        connection.queue.async { [self] in
+        busQueue.async { [self] in
             let id = peripheral.deviceID
             guard var link = links[id] else { return }
             link.retry?.cancel()
@@ -64,9 +63,9 @@ extension CentralEngine {
                 manager?.post(.link(peripheral, .disconnecting))
                 Task {
                     do throws(BlueZError) { try await client.disconnect(id) } catch {
-                        DBusLog.debug("Disconnect: \(error)")
+                        BlueZLog.debug("Disconnect: \(error)")
                     }
-                    connection.queue.async { [self] in
+                    busQueue.async { [self] in
                         guard links[id]?.phase == .disconnecting else { return }
                         links[id] = nil
                         resetGatt(id)
@@ -94,7 +93,7 @@ extension CentralEngine {
                 try await client.connect(id)
                 result = nil
             } catch { result = error }
-            connection.queue.async { self.attemptFinished(id, error: result) }
+            busQueue.async { self.attemptFinished(id, error: result) }
         }
         links[id] = link
     }
@@ -116,7 +115,7 @@ extension CentralEngine {
         link.attemptTask = nil
         guard let peripheral = peripherals[id] else { return }
         if let error {
-            DBusLog.debug("Connect attempt \(link.attempts) failed: \(error); the request stays pending")
+            BlueZLog.debug("Connect attempt \(link.attempts) failed: \(error); the request stays pending")
             if Self.isPermanent(error) {
                 links[id] = nil
                 manager?.post(.link(peripheral, .failed(Self.connectionError(error))))
@@ -149,7 +148,7 @@ extension CentralEngine {
     private func scheduleRetry(_ link: inout Link, _ id: DeviceHandle) {
         let delay = link.backoff
         link.backoff = min(link.backoff * 2, Self.longestRetryDelay)
-        let timer = DispatchSource.makeTimerSource(queue: connection.queue)
+        let timer = DispatchSource.makeTimerSource(queue: busQueue)
         timer.schedule(deadline: .now() + delay.dispatchInterval)
         timer.setEventHandler { [weak self] in self?.attempt(id) }
         link.retry = timer
@@ -198,7 +197,7 @@ extension CentralEngine {
         backgroundDiscovery = wanted
         inDiscoveryOrder {
             do throws(BlueZError) {
-                DBusLog.debug("background discovery: \(wanted ? "start" : "stop")")
+                BlueZLog.debug("background discovery: \(wanted ? "start" : "stop")")
                 if wanted {
                     try await self.client.setDiscoveryFilter(uuids: [], duplicateData: false, rssi: nil, pattern: nil)
                     try await self.client.startDiscovery()
@@ -208,23 +207,23 @@ extension CentralEngine {
             } catch  where error.code == .disconnected {
                 // The manager was released and its connection closed.
             } catch {
-                DBusLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
+                BlueZLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
                 // Not discovering after all (bluetoothd or the adapter is away): the next
                 // attempt, or the adapter's return, tries again.
-                if wanted { self.connection.queue.async { self.backgroundDiscovery = false } }
+                if wanted { self.busQueue.async { self.backgroundDiscovery = false } }
             }
         }
     }
 
     private var isScanning: Bool {
         get async {
-            await withCheckedContinuation { c in connection.queue.async { c.resume(returning: self.scan != nil) } }
+            await withCheckedContinuation { c in busQueue.async { c.resume(returning: self.scan != nil) } }
         }
     }
 
     /// `Device1.Paired` and `Bonded` (any thread but the queue).
     func pairing(of peripheral: Peripheral) -> (paired: Bool, bonded: Bool) {
-        connection.queue.sync {
+        busQueue.sync {
             let device = client.device(peripheral.deviceID)
             return (device?.paired ?? false, device?.bonded ?? false)
         }

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// The GATT client: discovery filters BlueZ's resolved database, reads,
@@ -49,7 +48,7 @@ extension CentralEngine {
         guard pendingServiceDiscoveries[id] != nil else { return }
         Task {
             await client.synchronize(with: id)
-            connection.queue.async { [self] in
+            busQueue.async { [self] in
                 guard client.device(id)?.servicesResolved == true,
                     let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id]
                 else { return }
@@ -74,7 +73,7 @@ extension CentralEngine {
         model.mtu = database.characteristics.compactMap(\.mtu).max().map(Int.init) ?? model.mtu
         model.servicesDiscovered = true
         gatt[id] = model
-        DBusLog.debug(
+        BlueZLog.debug(
             "services of \(peripheral.identifier): \(database.services.map { "\($0.uuid) primary=\($0.isPrimary)" })")
         let wanted = filter.map(Set.init)
         let services = all.filter { $0.isPrimary && (wanted?.contains($0.uuid) ?? true) }
@@ -217,7 +216,7 @@ extension CentralEngine {
 
     /// The negotiated ATT MTU of a peripheral, if BlueZ reported one.
     func mtu(of peripheral: Peripheral) -> Int? {
-        connection.queue.sync { gatt[peripheral.deviceID]?.mtu }
+        busQueue.sync { gatt[peripheral.deviceID]?.mtu }
     }
 
     // MARK: Helpers
@@ -262,7 +261,7 @@ extension CentralEngine {
         let id = peripheral.deviceID
         await client.synchronize(with: id)
         let unpairedAndGone = await withCheckedContinuation { continuation in
-            connection.queue.async { [self] in
+            busQueue.async { [self] in
                 let device = client.device(id)
                 continuation.resume(returning: device?.paired != true && device?.connected != true)
             }

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// Subscriptions: `AcquireNotify` where bluetoothd offers it, `StartNotify` otherwise.
@@ -44,7 +43,7 @@ extension CentralEngine {
         Task {
             do throws(BlueZError) {
                 try await client.setNotify(attribute, enabled: false)
-                connection.queue.async { [self] in
+                busQueue.async { [self] in
                     gatt[id]?.notifying.remove(attribute)
                     manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
                 }
@@ -64,26 +63,26 @@ extension CentralEngine {
         gatt[id]?.acquiringNotify[attribute] = false
         let queue = manager.queue
         Task {
-            let result: Result<(UnixFileDescriptor, UInt16), BlueZError>
+            let result: Result<BlueZAcquiredSocket, BlueZError>
             do throws(BlueZError) {
                 result = .success(try await client.acquireNotify(attribute))
             } catch {
                 result = .failure(error)
             }
-            connection.queue.async { [self] in
+            busQueue.async { [self] in
                 guard let stopAsked = gatt[id]?.acquiringNotify.removeValue(forKey: attribute) else {
                     // The link ended meanwhile: the descriptor (if any) closes with `result`.
                     return
                 }
                 switch result {
-                case .success(let (descriptor, mtu)):
+                case .success(let acquired):
                     // The state first: the socket's first value is queued after it.
                     if report { self.manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
-                    let socket = notifySocket(descriptor, mtu: mtu, peripheral, characteristic, queue: queue)
+                    let socket = notifySocket(acquired, peripheral, characteristic, queue: queue)
                     gatt[id]?.notifySockets[attribute] = socket
                     if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
                 case .failure(let error):
-                    DBusLog.debug("AcquireNotify refused (\(error)); subscribing with StartNotify")
+                    BlueZLog.debug("AcquireNotify refused (\(error)); subscribing with StartNotify")
                     startNotify(peripheral, characteristic, report: report)
                     if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
                 }
@@ -93,18 +92,18 @@ extension CentralEngine {
 
     /// A socket whose datagrams go straight to the delegate on the manager's queue.
     private func notifySocket(
-        _ descriptor: UnixFileDescriptor, mtu: UInt16, _ peripheral: Peripheral, _ characteristic: Characteristic,
+        _ acquired: BlueZAcquiredSocket, _ peripheral: Peripheral, _ characteristic: Characteristic,
         queue: DispatchQueue
     ) -> BlueZNotifySocket {
         let manager = self.manager
         let socket = BlueZNotifySocket(
-            descriptor: descriptor, mtu: mtu, queue: queue,
+            acquired, queue: queue,
             onValue: { [weak manager] bytes in
                 manager?.deliverNotification(Data(bytes), of: characteristic, from: peripheral)
             },
             onClose: { [weak self] in
                 guard let self else { return }
-                self.connection.queue.async { self.notifySocketClosed(peripheral, characteristic) }
+                self.busQueue.async { self.notifySocketClosed(peripheral, characteristic) }
             })
         return socket
     }
@@ -118,11 +117,11 @@ extension CentralEngine {
         guard gatt[id]?.notifySockets.removeValue(forKey: characteristic.id) != nil else { return }
         Task {
             await client.synchronize(with: id)
-            connection.queue.async { [self] in
+            busQueue.async { [self] in
                 guard links[id]?.phase == .connected, gatt[id]?.notifying.contains(characteristic.id) == true,
                     gatt[id]?.notifySockets[characteristic.id] == nil, !isBeingRemoved(characteristic, of: id)
                 else { return }
-                DBusLog.warning(
+                BlueZLog.warning(
                     "bluetoothd closed the notification socket of \(characteristic.uuid); using StartNotify")
                 startNotify(peripheral, characteristic, report: false)
             }
@@ -137,10 +136,10 @@ extension CentralEngine {
                 try await client.setNotify(attribute, enabled: true)
                 if report { manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
             } catch {
-                if !report { DBusLog.warning("could not subscribe again to a restored characteristic: \(error)") }
+                if !report { BlueZLog.warning("could not subscribe again to a restored characteristic: \(error)") }
                 // A subscription that needs encryption fails like a read when pairing fails.
                 let failure = await operationError(error, of: peripheral)
-                connection.queue.async { [self] in
+                busQueue.async { [self] in
                     gatt[id]?.notifying.remove(attribute)
                     manager?.post(.gatt(peripheral, .notifyState(characteristic, false, failure)))
                 }

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// Restored peripherals: their objects rebuilt from saved state, their links taken over or
@@ -8,7 +7,7 @@ extension CentralEngine {
     /// Builds the saved peripherals with their services, characteristics and notify state;
     /// their links are resumed once the adapter is powered on. Any thread but the queue.
     func restore(_ record: CentralRestorationRecord) -> [Peripheral] {
-        connection.queue.sync {
+        busQueue.sync {
             var restored: [Peripheral] = []
             for saved in record.peripherals {
                 guard let id = DeviceHandle(token: saved.device), peripherals[id] == nil else { continue }

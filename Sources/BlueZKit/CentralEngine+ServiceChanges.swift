@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// Changes of a connected peripheral's GATT database: Core Bluetooth's `didModifyServices`.
@@ -29,7 +28,7 @@ extension CentralEngine {
         guard !collecting else { return }
         Task {
             await client.synchronize(with: id)
-            connection.queue.async { [self] in finishServiceChange(id) }
+            busQueue.async { [self] in finishServiceChange(id) }
         }
     }
 
@@ -114,6 +113,6 @@ extension CentralEngine {
 extension CentralEngine {
     /// How many invalidated attributes the model of `peripheral` keeps (for tests; off the queue).
     func invalidatedAttributeCount(of peripheral: Peripheral) -> Int {
-        connection.queue.sync { gatt[peripheral.deviceID]?.invalidated.count ?? 0 }
+        busQueue.sync { gatt[peripheral.deviceID]?.invalidated.count ?? 0 }
     }
 }

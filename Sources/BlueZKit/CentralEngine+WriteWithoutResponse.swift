@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// Writes without response: through the socket of `AcquireWrite` where bluetoothd offers it
@@ -60,7 +59,7 @@ extension CentralEngine {
                 // bluetoothd 5.66 takes an empty datagram for the end of the socket and stops
                 // reading it (`sock_read`): every later write would be lost. WriteValue is refused
                 // while the socket is held ("Write acquired"). So an empty write is not sent.
-                DBusLog.warning(
+                BlueZLog.warning(
                     "an empty write without response to \(characteristic.uuid) is not sent: see AcquireWrite")
                 channel.waiting.removeFirst()
                 continue
@@ -89,22 +88,22 @@ extension CentralEngine {
         let id = peripheral.deviceID
         let attribute = characteristic.id
         Task {
-            let result: Result<(UnixFileDescriptor, UInt16), BlueZError>
+            let result: Result<BlueZAcquiredSocket, BlueZError>
             do throws(BlueZError) {
                 result = .success(try await client.acquireWrite(attribute))
             } catch {
                 result = .failure(error)
             }
-            connection.queue.async { [self] in
+            busQueue.async { [self] in
                 // The link ended meanwhile: the descriptor (if any) closes with `result`.
                 guard gatt[id]?.writeChannels[attribute] != nil else { return }
                 switch result {
-                case .success(let (descriptor, mtu)):
+                case .success(let acquired):
                     gatt[id]?.writeChannels[attribute]?.socket = BlueZWriteSocket(
-                        descriptor: descriptor, mtu: mtu, queue: connection.queue,
+                        acquired, queue: busQueue,
                         onClose: { [weak self] in self?.writeSocketClosed(peripheral, characteristic) })
                 case .failure(let error):
-                    DBusLog.debug("AcquireWrite refused (\(error)); writing with WriteValue commands")
+                    BlueZLog.debug("AcquireWrite refused (\(error)); writing with WriteValue commands")
                     gatt[id]?.writeChannels[attribute]?.usesCommands = true
                 }
                 gatt[id]?.writeChannels[attribute]?.acquiring = false
@@ -128,7 +127,7 @@ extension CentralEngine {
         gatt[id]?.commandsInFlight += 1
         client.writeValueInOrder(characteristic.id, descriptor: false, value: bytes, withResponse: false) {
             [self] error in
-            if let error { DBusLog.warning("a write without response to \(characteristic.uuid) failed: \(error)") }
+            if let error { BlueZLog.warning("a write without response to \(characteristic.uuid) failed: \(error)") }
             guard gatt[id] != nil else { return }
             gatt[id]?.commandsInFlight -= 1
             for (attribute, channel) in gatt[id]?.writeChannels ?? [:]

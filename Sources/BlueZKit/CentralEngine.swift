@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 import Synchronization
 
@@ -11,7 +10,8 @@ import Synchronization
 /// calls hop there).
 final class CentralEngine: @unchecked Sendable {
     weak var manager: CentralManager?
-    let connection: DBusConnection
+    /// The bus connection's serial queue: where every stored `var` is touched.
+    let busQueue: DispatchQueue
     var client: BlueZCentralClient!
     private var everHadService = false
     private var lastState: ManagerState?
@@ -55,15 +55,15 @@ final class CentralEngine: @unchecked Sendable {
     let agentRequestsDefault: Bool
 
     init(
-        manager: CentralManager, connection: DBusConnection, adapter: String?, pairingAgent: Bool,
+        manager: CentralManager, bus: BlueZBus, adapter: String?, pairingAgent: Bool,
         agentRequestsDefault: Bool = false, usesNotifySockets: Bool = false
     ) {
         self.manager = manager
         self.agentRequestsDefault = agentRequestsDefault
         self.usesNotifySockets = usesNotifySockets
-        self.connection = connection
-        self.agent = pairingAgent ? BlueZAgent(connection: connection) : nil
-        self.client = BlueZCentralClient(connection: connection, adapter: adapter) { [weak self] event in
+        self.busQueue = bus.queue
+        self.agent = pairingAgent ? BlueZAgent(bus: bus) : nil
+        self.client = BlueZCentralClient(bus: bus, adapter: adapter) { [weak self] event in
             self?.handle(event)
         }
     }
@@ -84,7 +84,7 @@ final class CentralEngine: @unchecked Sendable {
 
     func close() {
         client.stop()
-        connection.close()
+        client.close()
     }
 
     // MARK: Scanning (called from any thread)
@@ -93,7 +93,7 @@ final class CentralEngine: @unchecked Sendable {
         // BlueZ's UUID filter matches advertised services only: with solicited services to
         // look for as well, every device must come through and is filtered here.
         let uuids = options.solicitedServiceUUIDs.isEmpty ? (services ?? []).map(\.bluezString) : []
-        connection.queue.async {
+        busQueue.async {
             self.scan = ScanState(services: services.flatMap { $0.isEmpty ? nil : Set($0) }, options: options)
         }
         inDiscoveryOrder {
@@ -107,17 +107,17 @@ final class CentralEngine: @unchecked Sendable {
             } catch  where error.code == .disconnected {
                 // The manager was released and its connection closed.
             } catch {
-                DBusLog.warning("scan could not start: \(error)")
+                BlueZLog.warning("scan could not start: \(error)")
             }
         }
     }
 
     func stopScan() {
-        connection.queue.async { self.scan = nil }
+        busQueue.async { self.scan = nil }
         inDiscoveryOrder {
             // Pending connections may still need discovery: hand over to the background one.
             let handedOver: Bool = await withCheckedContinuation { c in
-                self.connection.queue.async {
+                self.busQueue.async {
                     self.backgroundDiscovery = false
                     self.updateBackgroundDiscovery()
                     c.resume(returning: self.backgroundDiscovery)
@@ -127,7 +127,7 @@ final class CentralEngine: @unchecked Sendable {
             do throws(BlueZError) {
                 try await self.client.stopDiscovery()
             } catch {
-                DBusLog.debug("StopDiscovery: \(error)")
+                BlueZLog.debug("StopDiscovery: \(error)")
             }
         }
     }
@@ -238,7 +238,7 @@ final class CentralEngine: @unchecked Sendable {
 
     /// The known devices whose identifiers are in `identifiers`, in that order.
     func retrievePeripherals(withIdentifiers identifiers: [UUID]) -> [Peripheral] {
-        connection.queue.sync {
+        busQueue.sync {
             var byIdentifier: [UUID: Peripheral] = [:]
             for (id, device) in client.devices {
                 let peripheral = peripheral(for: id, device)
@@ -251,7 +251,7 @@ final class CentralEngine: @unchecked Sendable {
     /// Devices connected to our adapter (by this or another process) that have one of `services`.
     func retrieveConnectedPeripherals(withServices services: [BluetoothUUID]) -> [Peripheral] {
         let wanted = Set(services)
-        return connection.queue.sync {
+        return busQueue.sync {
             client.devices.filter { id, device in
                 // A link we made counts even when bluetoothd never signalled Connected (BlueZ 5.66).
                 (device.connected || links[id]?.phase == .connected)

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 public import Dispatch
 public import Foundation
 import Synchronization
@@ -66,13 +65,13 @@ public final class CentralManager: @unchecked Sendable {
         // The connect loop holds the manager weakly: a released manager stops it.
         Task { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
-            let connection = await BlueZBus.connect(
+            let bus = await BlueZBus.connect(
                 address: options.busAddress, label: "bluezkit.central", isWanted: { [weak self] in self != nil }
             ) { [weak self] error, attempt in
                 self?.busUnreachable(error, attempt: attempt)
             }
-            guard let connection else { return }
-            await self?.start(on: connection)
+            guard let bus else { return }
+            await self?.start(on: bus)
         }
     }
 
@@ -399,7 +398,7 @@ public final class CentralManager: @unchecked Sendable {
     private func readyEngine(for call: String) -> CentralEngine? {
         let (engine, state) = shared.withLock { ($0.engine, $0.state) }
         guard let engine, state == .poweredOn else {
-            DBusLog.warning("CentralManager.\(call) ignored: the state is \(state), not poweredOn")
+            BlueZLog.warning("CentralManager.\(call) ignored: the state is \(state), not poweredOn")
             return nil
         }
         return engine
@@ -425,9 +424,9 @@ public final class CentralManager: @unchecked Sendable {
         }
     }
 
-    private func start(on connection: DBusConnection) async {
+    private func start(on bus: BlueZBus) async {
         let engine = CentralEngine(
-            manager: self, connection: connection, adapter: options.adapter,
+            manager: self, bus: bus, adapter: options.adapter,
             pairingAgent: options.registersPairingAgent, agentRequestsDefault: options.requestsDefaultPairingAgent,
             usesNotifySockets: options.usesNotifySockets)
         shared.withLock { $0.engine = engine }
@@ -440,7 +439,7 @@ public final class CentralManager: @unchecked Sendable {
         do throws(BlueZError) {
             try await engine.start()
         } catch {
-            DBusLog.warning("CentralManager cannot follow bluetoothd: \(error)")
+            BlueZLog.warning("CentralManager cannot follow bluetoothd: \(error)")
             post(.state(error.code == .accessDenied ? .unauthorized : .unsupported))
         }
     }

@@ -1,4 +1,4 @@
-import DBus
+import BlueZ
 import Synchronization
 
 /// The restoration of one manager created with a restore identifier: its claim on the
@@ -36,7 +36,7 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
         do throws(RestorationError) {
             initial.claim = try store.claim(identifier)
         } catch {
-            DBusLog.warning("restore identifier \(String(reflecting: identifier)): \(error)")
+            BlueZLog.warning("restore identifier \(String(reflecting: identifier)): \(error)")
             initial.error = error
             state = Mutex(initial)
             return
@@ -45,7 +45,7 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
             initial.saved = try store.load(Record.self, role: role, for: identifier)
             initial.lastWritten = initial.saved
         } catch {
-            DBusLog.warning("saved state of \(String(reflecting: identifier)) ignored: \(error)")
+            BlueZLog.warning("saved state of \(String(reflecting: identifier)) ignored: \(error)")
             initial.error = error
         }
         state = Mutex(initial)
@@ -81,7 +81,7 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
                 try store.save(record, role: role, for: identifier)
             }
         } catch {
-            DBusLog.warning("could not save the state of \(String(reflecting: identifier)): \(error)")
+            BlueZLog.warning("could not save the state of \(String(reflecting: identifier)): \(error)")
             state.withLock { $0.lastWritten = nil }
         }
     }

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 public import Dispatch
 import Synchronization
 
@@ -33,7 +32,7 @@ public final class PairingAgent: @unchecked Sendable {
         var capability = IOCapability.noInputNoOutput
         var agent: BlueZAgent?
         /// The peer a device object path names, on the agent connection's queue.
-        var lookup: (@Sendable (ObjectPath) -> PairingPeer?)?
+        var lookup: (@Sendable (DeviceHandle) -> PairingPeer?)?
     }
 
     init(queue: DispatchQueue) { self.queue = queue }
@@ -75,7 +74,7 @@ public final class PairingAgent: @unchecked Sendable {
 
     /// Routes `agent`'s requests here; `lookup` names the device of a request (on the agent
     /// connection's queue). Called once, before the agent registers.
-    func attach(_ agent: BlueZAgent, lookup: @escaping @Sendable (ObjectPath) -> PairingPeer?) async {
+    func attach(_ agent: BlueZAgent, lookup: @escaping @Sendable (DeviceHandle) -> PairingPeer?) async {
         let capability = shared.withLock { shared in
             shared.agent = agent
             shared.lookup = lookup
@@ -90,7 +89,8 @@ public final class PairingAgent: @unchecked Sendable {
 
     /// On the agent connection's queue: finds the peer, then asks the delegate on `queue`.
     private func handle(
-        _ device: ObjectPath?, _ request: BlueZAgent.Request?, _ answer: @escaping @Sendable (BlueZAgent.Answer) -> Void
+        _ device: DeviceHandle?, _ request: BlueZAgent.Request?,
+        _ answer: @escaping @Sendable (BlueZAgent.Answer) -> Void
     ) {
         guard let device, let request else {
             return queue.async { self.delegate?.pairingAgentDidCancelRequest(self) }
@@ -112,7 +112,7 @@ public final class PairingAgent: @unchecked Sendable {
             return (shared.agent, released)
         }
         if released {
-            DBusLog.debug("pairing agent: the delegate is gone; registering as NoInputNoOutput again")
+            BlueZLog.debug("pairing agent: the delegate is gone; registering as NoInputNoOutput again")
             agent?.setCapability(IOCapability.noInputNoOutput.bluezName)
             return .reject
         }

@@ -86,6 +86,6 @@ extension Peripheral {
 
     private func perform(_ body: @escaping @Sendable (CentralEngine) -> Void) {
         guard let engine else { return }
-        engine.connection.queue.async { body(engine) }
+        engine.busQueue.async { body(engine) }
     }
 }

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// Included services: which GATT application carries which service.
@@ -131,7 +130,7 @@ extension PeripheralManager {
             do throws(BlueZError) {
                 try await register(layout)
             } catch {
-                DBusLog.warning("could not publish \(layout.host): \(error)")
+                BlueZLog.warning("could not publish \(layout.host): \(error)")
                 failures.append((layout, error))
             }
         }

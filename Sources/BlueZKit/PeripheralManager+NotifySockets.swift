@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// Per-central subscriptions and values through the notify socket bluetoothd opens for each
@@ -17,7 +16,7 @@ extension PeripheralManager {
     /// The running bluetoothd's features, probed from the adapter's properties.
     func serverFeatures(_ client: BlueZCentralClient) async -> BlueZServerFeatures {
         await withCheckedContinuation { c in
-            client.connection.queue.async { c.resume(returning: client.serverFeatures) }
+            client.queue.async { c.resume(returning: client.serverFeatures) }
         }
     }
 
@@ -135,7 +134,7 @@ extension PeripheralManager {
         guard begun else { return false }
         let bytes = Array(value)
         for link in targets where link.send(bytes) == .wouldBlock {
-            DBusLog.warning("updateValue: the socket of central \(link.deviceAddress) filled up: value dropped for it")
+            BlueZLog.warning("updateValue: the socket of central \(link.deviceAddress) filled up: value dropped for it")
         }
         return true
     }

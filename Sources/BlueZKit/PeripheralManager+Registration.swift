@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Foundation
 
 /// Turning a `MutableService` into a GATT application, and advertising.
@@ -24,7 +23,7 @@ extension PeripheralManager {
                 includes: includes)
         }
         let application = try await BlueZGattApplication(
-            connection: client.connection, services: descriptions, number: number)
+            client: client, services: descriptions, number: number)
         do throws(BlueZError) {
             try await application.register(on: adapter)
         } catch {
@@ -150,7 +149,7 @@ extension PeripheralManager {
         if let content {
             let error = await advertise(content)
             shared.withLock { $0.isAdvertising = error == nil }
-            if let error { DBusLog.warning("could not advertise again after bluetoothd came back: \(error)") }
+            if let error { BlueZLog.warning("could not advertise again after bluetoothd came back: \(error)") }
         }
     }
 
@@ -184,7 +183,7 @@ extension PeripheralManager {
         await previous?.unregister(from: adapter)
         let advertisement: BlueZAdvertisement
         do throws(BlueZError) {
-            advertisement = try await BlueZAdvertisement(connection: client.connection, content: content) {
+            advertisement = try await BlueZAdvertisement(client: client, content: content) {
                 [weak self] in self?.shared.withLock { $0.isAdvertising = false }
             }
         } catch {

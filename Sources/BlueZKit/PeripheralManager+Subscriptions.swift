@@ -1,12 +1,11 @@
 import BlueZ
-import DBus
 import Dispatch
 public import Foundation
 
 /// Subscriptions of centrals and sending values to them, with back-pressure.
 extension PeripheralManager {
     /// More queued than this and ``updateValue(_:for:onSubscribedCentrals:)`` says "not now".
-    static let backlogLimit = DBusConnection.Backlog(queuedMessages: 64, outgoingBytes: 64 * 1024)
+    static let backlogLimit = (queuedMessages: 64, outgoingBytes: 64 * 1024)
 
     /// The longest value an attribute holds, so the longest one a notification or indication
     /// carries (ATT's 512 bytes; bluetoothd would cut a longer one).
@@ -64,7 +63,7 @@ extension PeripheralManager {
         -> Bool
     {
         guard value.count <= Self.maximumValueLength else {
-            DBusLog.warning(
+            BlueZLog.warning(
                 "updateValue: \(value.count) bytes for \(characteristic.uuid) not sent: "
                     + "an attribute value holds at most \(Self.maximumValueLength)")
             return false
@@ -75,10 +74,10 @@ extension PeripheralManager {
         }
         guard let (application, id) = target, let client else { return false }
         // The bus is away (the state is `.resetting`): nothing sent now could arrive.
-        guard client.connection.isOpen else { return false }
+        guard client.isBusOpen else { return false }
         if let centrals, Set(centrals).isDisjoint(with: characteristic.subscribedCentrals ?? []) { return true }
         if let (identifier, limit) = tightestLimit(of: key, for: centrals, adapter: adapter), value.count > limit {
-            DBusLog.warning(
+            BlueZLog.warning(
                 "updateValue: \(value.count) bytes for \(characteristic.uuid) not sent: central "
                     + "\(identifier.uuidString) takes at most \(limit) (its ATT MTU minus 3)")
             return false
@@ -86,16 +85,16 @@ extension PeripheralManager {
         let indicatesOnly = Self.indicatesOnly(characteristic.properties)
         if shared.withLock({ $0.socketCharacteristics.contains(key) }) {
             return updateThroughSockets(
-                value, key, centrals: centrals, indicatesOnly: indicatesOnly, queue: client.connection.queue)
+                value, key, centrals: centrals, indicatesOnly: indicatesOnly, queue: client.queue)
         }
         if indicatesOnly, shared.withLock({ $0.subscriptions.refusesUpdate(of: key) }) { return false }
         // Once refused, refuse until the delegate heard isReady, so that values keep their order.
         if shared.withLock({ $0.roomTimer != nil }) { return false }
-        let backlog = client.connection.backlog
+        let backlog = client.backlog
         if backlog.queuedMessages >= Self.backlogLimit.queuedMessages
             || backlog.outgoingBytes >= Self.backlogLimit.outgoingBytes
         {
-            waitForRoom(on: client.connection)
+            waitForRoom(on: client)
             return false
         }
         guard indicatesOnly else {
@@ -106,7 +105,7 @@ extension PeripheralManager {
         let begun = shared.withLock { state in
             if state.subscriptions.refusesUpdate(of: key) { return false }
             if let generation = state.subscriptions.expectConfirmations(of: key) {
-                startConfirmationTimer(generation, for: key, in: &state, queue: client.connection.queue)
+                startConfirmationTimer(generation, for: key, in: &state, queue: client.queue)
             }
             return true
         }
@@ -141,19 +140,19 @@ extension PeripheralManager {
     }
 
     /// Polls the backlog every 5 ms while an update was refused, then tells the delegate once.
-    private func waitForRoom(on connection: DBusConnection) {
+    private func waitForRoom(on client: BlueZCentralClient) {
         let timer: (any DispatchSourceTimer)? = shared.withLock { state in
             guard state.roomTimer == nil else { return nil }
-            let timer = DispatchSource.makeTimerSource(queue: connection.queue)
+            let timer = DispatchSource.makeTimerSource(queue: client.queue)
             state.roomTimer = timer
             return timer
         }
         guard let timer else { return }
-        timer.setEventHandler { [weak self, weak connection] in
-            guard let self, let connection else { return timer.cancel() }
-            let backlog = connection.backlog
+        timer.setEventHandler { [weak self, weak client] in
+            guard let self, let client else { return timer.cancel() }
+            let backlog = client.backlog
             guard backlog.queuedMessages < Self.backlogLimit.queuedMessages / 2,
-                backlog.outgoingBytes < Self.backlogLimit.outgoingBytes / 2 || !connection.isOpen
+                backlog.outgoingBytes < Self.backlogLimit.outgoingBytes / 2 || !client.isBusOpen
             else { return }
             timer.cancel()
             self.queue.async {
@@ -190,7 +189,7 @@ extension PeripheralManager {
         let (counted, ended) = shared.withLock { state in
             (state.subscriptions.confirmationArrived(for: key), state.takeEndedWaits())
         }
-        if !counted { DBusLog.debug("a confirmation arrived while none was awaited: ignored") }
+        if !counted { BlueZLog.debug("a confirmation arrived while none was awaited: ignored") }
         finish(ended)
     }
 

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 public import Dispatch
 import Foundation
 import Synchronization
@@ -110,13 +109,13 @@ public final class PeripheralManager: @unchecked Sendable {
         // The connect loop holds the manager weakly: a released manager stops it.
         Task { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
-            let connection = await BlueZBus.connect(
+            let bus = await BlueZBus.connect(
                 address: options.busAddress, label: "bluezkit.peripheral", isWanted: { [weak self] in self != nil }
             ) { [weak self] error, attempt in
                 self?.busUnreachable(error, attempt: attempt)
             }
-            guard let connection else { return }
-            await self?.start(on: connection)
+            guard let bus else { return }
+            await self?.start(on: bus)
         }
     }
 
@@ -264,8 +263,8 @@ public final class PeripheralManager: @unchecked Sendable {
         }
     }
 
-    private func start(on connection: DBusConnection) async {
-        let client = BlueZCentralClient(connection: connection, adapter: options.adapter) { [weak self] event in
+    private func start(on bus: BlueZBus) async {
+        let client = BlueZCentralClient(bus: bus, adapter: options.adapter) { [weak self] event in
             guard let self else { return }
             switch event {
             case .adapterChanged(let status): self.adapterChanged(status)
@@ -278,7 +277,7 @@ public final class PeripheralManager: @unchecked Sendable {
             case .deviceAdvertised, .objects: break
             }
         }
-        let agent = options.registersPairingAgent ? BlueZAgent(connection: connection) : nil
+        let agent = options.registersPairingAgent ? BlueZAgent(bus: bus) : nil
         shared.withLock { state in
             state.client = client
             state.agent = agent
@@ -335,10 +334,7 @@ public final class PeripheralManager: @unchecked Sendable {
         }
     }
 
-    func adapterPath(_ client: BlueZCentralClient?) async -> ObjectPath? {
-        guard let client else { return nil }
-        return await withCheckedContinuation { c in
-            client.connection.queue.async { c.resume(returning: client.adapterObjectPath) }
-        }
+    func adapterPath(_ client: BlueZCentralClient?) async -> BlueZCentralClient.AdapterID? {
+        await client?.currentAdapter()
     }
 }

@@ -1,4 +1,4 @@
-package import DBus
+import DBus
 
 /// The socket paths of a remote characteristic: `AcquireNotify` and `AcquireWrite`, and writes
 /// sent in the order they were asked for.

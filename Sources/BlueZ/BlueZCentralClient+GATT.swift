@@ -106,36 +106,6 @@ extension BlueZCentralClient {
             offersAcquireNotify: p["NotifyAcquired"] != nil, offersAcquireWrite: p["WriteAcquired"] != nil)
     }
 
-    /// The attribute and bytes of a `Value` change event; nil for other events.
-    package func valueChange(in event: BlueZObjectCache.Event) -> (AttributeID, [UInt8])? {
-        guard case .valueChanged(let path, _, let bytes) = event else { return nil }
-        return (AttributeID(path: path), bytes)
-    }
-
-    /// What an `InterfacesAdded` or `InterfacesRemoved` of remote GATT objects (`GattService1`,
-    /// `GattCharacteristic1`, `GattDescriptor1`) changes: the device they belong to, and the object
-    /// when it was removed. Nil for any other event.
-    package func gattObjectsChange(in event: BlueZObjectCache.Event) -> (device: DeviceID, removed: AttributeID?)? {
-        let path: ObjectPath
-        let interfaces: [String]
-        let removed: Bool
-        switch event {
-        case .interfacesAdded(let added, let map): (path, interfaces, removed) = (added, Array(map.keys), false)
-        case .interfacesRemoved(let gone, let names): (path, interfaces, removed) = (gone, names, true)
-        default: return nil
-        }
-        let gatt = [BlueZNames.gattService, BlueZNames.gattCharacteristic, BlueZNames.gattDescriptor].map(\.rawValue)
-        guard interfaces.contains(where: gatt.contains) else { return nil }
-        var ancestor = path.parent
-        while let current = ancestor {
-            if BlueZGattRequest.address(of: current) != nil {
-                return (DeviceID(path: current), removed ? AttributeID(path: path) : nil)
-            }
-            ancestor = current.parent
-        }
-        return nil
-    }
-
     /// A round trip to bluetoothd about `device`: everything bluetoothd queued
     /// before it answers (its `InterfacesAdded` for GATT objects may follow
     /// `ServicesResolved=true`) has been applied to the cache once this returns.

@@ -25,6 +25,16 @@ package final class BlueZCentralClient: @unchecked Sendable {
         }
 
         init(path: ObjectPath) { self.path = path }
+
+        /// The device an object below it belongs to (`…/dev_AA_BB_CC_DD_EE_FF/service000a/…`);
+        /// nil for a path under no device. Cheap: one scan of the path, no allocation but the result.
+        init?(containing path: ObjectPath) {
+            let text = path.rawValue
+            guard let marker = text.range(of: "/dev_") else { return nil }
+            let end = text[marker.upperBound...].firstIndex(of: "/") ?? text.endIndex
+            guard end != text.endIndex, let device = try? ObjectPath(String(text[..<end])) else { return nil }
+            self.path = device
+        }
     }
 
     /// The adapter as the central sees it.
@@ -45,8 +55,12 @@ package final class BlueZCentralClient: @unchecked Sendable {
         /// Other properties of a device changed (connection state, name, services resolved…).
         case deviceChanged(DeviceID, BlueZDeviceProperties, changed: Set<String>)
         case deviceRemoved(DeviceID)
-        /// Any other change (GATT objects under a device), passed through for the GATT client.
-        case objects(BlueZObjectCache.Event)
+        /// Remote GATT objects (services, characteristics, descriptors) of a device appeared or
+        /// went: `removed` names the object when one went.
+        case gattObjectsChanged(DeviceID, removed: AttributeID?)
+        /// The `Value` of a remote characteristic or descriptor of a device changed (a
+        /// notification or indication under `StartNotify`, or a read's result).
+        case valueChanged(DeviceID, AttributeID, [UInt8])
     }
 
     package let connection: DBusConnection
@@ -231,7 +245,7 @@ package final class BlueZCentralClient: @unchecked Sendable {
                 // bluetoothd can coalesce the change into InterfacesAdded).
                 if device.connected { events(.deviceChanged(DeviceID(path: path), device, changed: ["Connected"])) }
             } else {
-                events(.objects(event))
+                gattObjectsChanged(event)
             }
         case .interfacesRemoved(let path, let interfaces):
             if path == adapterPath, interfaces.contains(BlueZNames.adapter.rawValue) {
@@ -241,7 +255,7 @@ package final class BlueZCentralClient: @unchecked Sendable {
             if interfaces.contains(BlueZNames.device.rawValue) {
                 events(.deviceRemoved(DeviceID(path: path)))
             } else {
-                events(.objects(event))
+                gattObjectsChanged(event)
             }
         case .propertiesChanged(let path, let interface, let changed, let invalidated):
             if path == adapterPath, interface == BlueZNames.adapter.rawValue {
@@ -256,12 +270,31 @@ package final class BlueZCentralClient: @unchecked Sendable {
                     events(.deviceChanged(DeviceID(path: path), device, changed: names))
                 }
             } else {
-                events(.objects(event))
+                gattObjectsChanged(event)
             }
-        case .valueChanged:
-            events(.objects(event))
+        case .valueChanged(let path, _, let bytes):
+            if let device = DeviceID(containing: path) { events(.valueChanged(device, AttributeID(path: path), bytes)) }
         }
     }
+
+    /// Reports a change of remote GATT objects; other objects' changes concern no one above.
+    private func gattObjectsChanged(_ event: BlueZObjectCache.Event) {
+        let path: ObjectPath
+        let interfaces: [String]
+        let removed: Bool
+        switch event {
+        case .interfacesAdded(let added, let map): (path, interfaces, removed) = (added, Array(map.keys), false)
+        case .interfacesRemoved(let gone, let names): (path, interfaces, removed) = (gone, names, true)
+        default: return
+        }
+        guard interfaces.contains(where: Self.gattInterfaces.contains), let device = DeviceID(containing: path) else {
+            return
+        }
+        events(.gattObjectsChanged(device, removed: removed ? AttributeID(path: path) : nil))
+    }
+
+    private static let gattInterfaces = Set(
+        [BlueZNames.gattService, BlueZNames.gattCharacteristic, BlueZNames.gattDescriptor].map(\.rawValue))
 
     private func reportStatusIfChanged() {
         let current = status

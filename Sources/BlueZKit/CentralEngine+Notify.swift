@@ -148,13 +148,10 @@ extension CentralEngine {
     }
 
     /// A `Value` change from bluetoothd: a notification when we subscribed with `StartNotify`.
-    func valueChanged(_ event: BlueZObjectCache.Event) {
-        guard let (attribute, bytes) = client.valueChange(in: event) else { return }
-        for (id, model) in gatt where model.notifying.contains(attribute) && model.notifySockets[attribute] == nil {
-            guard let characteristic = model.characteristics[attribute], let peripheral = peripherals[id] else {
-                continue
-            }
-            manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
-        }
+    func valueChanged(_ id: DeviceHandle, _ attribute: AttributeID, _ bytes: [UInt8]) {
+        guard let model = gatt[id], model.notifying.contains(attribute), model.notifySockets[attribute] == nil,
+            let characteristic = model.characteristics[attribute], let peripheral = peripherals[id]
+        else { return }
+        manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
     }
 }

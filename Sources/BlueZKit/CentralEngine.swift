@@ -164,12 +164,10 @@ final class CentralEngine: @unchecked Sendable {
             abandonAttempt(id)
             updateBackgroundDiscovery()
             forget(id)
-        case .objects(let event):
-            if let change = client.gattObjectsChange(in: event) {
-                gattObjectsChanged(change.device, removed: change.removed)
-            } else {
-                valueChanged(event)
-            }
+        case .gattObjectsChanged(let id, let removed):
+            gattObjectsChanged(id, removed: removed)
+        case .valueChanged(let id, let attribute, let bytes):
+            valueChanged(id, attribute, bytes)
         }
     }
 

@@ -274,7 +274,7 @@ public final class PeripheralManager: @unchecked Sendable {
                 }
             case .deviceRemoved(let id):
                 if let address = id.address { self.centralLinkChanged(address: address, connected: false) }
-            case .deviceAdvertised, .objects: break
+            case .deviceAdvertised, .gattObjectsChanged, .valueChanged: break
             }
         }
         let agent = options.registersPairingAgent ? BlueZAgent(bus: bus) : nil

@@ -190,15 +190,15 @@ func fuzzCheckManagedObjects(_ arguments: [DBusValue]) {
 func fuzzCheckPath(_ path: ObjectPath) {
     let address = BlueZGattRequest.address(of: path)
     fuzzCheck(address == specAddress(path), "address(of: \(path)) = \(address ?? "nil")")
-    let device = BlueZCentralClient.DeviceID(token: path.rawValue)
+    let device = BlueZClient.DeviceID(token: path.rawValue)
     fuzzCheck((device != nil) == (address != nil), "DeviceID(token: \(path))")
     if let device {
         fuzzCheck(device.token == path.rawValue && device.address == address, "DeviceID token round trip")
     }
-    let attribute = BlueZCentralClient.AttributeID(token: path.rawValue)
+    let attribute = BlueZClient.AttributeID(token: path.rawValue)
     fuzzCheck((attribute != nil) == path.rawValue.contains("/dev_"), "AttributeID(token: \(path))")
     if let attribute {
-        fuzzCheck(BlueZCentralClient.AttributeID(token: attribute.token) == attribute, "AttributeID token round trip")
+        fuzzCheck(BlueZClient.AttributeID(token: attribute.token) == attribute, "AttributeID token round trip")
         if let device { fuzzCheck(attribute.belongs(to: device), "an attribute's own device") }
     }
 }

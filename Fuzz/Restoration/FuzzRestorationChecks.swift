@@ -90,16 +90,16 @@ extension CentralRestorationRecord: FuzzRestorable {
             _ = scan.optionsDictionary
         }
         for peripheral in peripherals {
-            if let device = BlueZCentralClient.DeviceID(token: peripheral.device) {
+            if let device = BlueZClient.DeviceID(token: peripheral.device) {
                 fuzzCheck(device.token == peripheral.device, "device token round trip")
             }
             for service in peripheral.services ?? [] {
                 _ = BluetoothUUID(parsing: service.uuid)
-                _ = BlueZCentralClient.AttributeID(token: service.token)
+                _ = BlueZClient.AttributeID(token: service.token)
                 for characteristic in service.characteristics ?? [] {
                     _ = BluetoothUUID(parsing: characteristic.uuid)
                     _ = CharacteristicProperties(rawValue: characteristic.properties)
-                    if let attribute = BlueZCentralClient.AttributeID(token: characteristic.token) {
+                    if let attribute = BlueZClient.AttributeID(token: characteristic.token) {
                         fuzzCheck(attribute.token == characteristic.token, "attribute token round trip")
                     }
                 }

@@ -64,7 +64,7 @@ package final class BlueZAdvertisement: Sendable {
 
     /// Exports the advertisement object on the client's connection; nothing is registered yet.
     package convenience init(
-        client: BlueZCentralClient, content: Content, onRelease: @escaping @Sendable () -> Void
+        client: BlueZClient, content: Content, onRelease: @escaping @Sendable () -> Void
     ) async throws(BlueZError) {
         try await self.init(connection: client.connection, content: content, onRelease: onRelease)
     }
@@ -130,7 +130,7 @@ package final class BlueZAdvertisement: Sendable {
     }
 
     /// `LEAdvertisingManager1.RegisterAdvertisement` on `adapter`.
-    package func register(on adapter: BlueZCentralClient.AdapterID) async throws(BlueZError) {
+    package func register(on adapter: BlueZClient.AdapterID) async throws(BlueZError) {
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             _ = try await connection.call(
                 destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.advertisingManager,
@@ -139,7 +139,7 @@ package final class BlueZAdvertisement: Sendable {
     }
 
     /// `UnregisterAdvertisement`, then removes the object.
-    package func unregister(from adapter: BlueZCentralClient.AdapterID?) async {
+    package func unregister(from adapter: BlueZClient.AdapterID?) async {
         if let adapter {
             _ = try? await connection.call(
                 destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.advertisingManager,

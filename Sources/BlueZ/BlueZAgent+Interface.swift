@@ -86,7 +86,7 @@ extension BlueZAgent {
         guard let responder else { return builtIn(invocation) }
         if displayOnly { invocation.reply() }
         let path = path
-        responder(BlueZCentralClient.DeviceID(path: device), request) { [weak self] answer in
+        responder(BlueZClient.DeviceID(path: device), request) { [weak self] answer in
             guard !displayOnly, let invocation = self?.state.withLock({ $0.open.removeValue(forKey: id) }) else {
                 return
             }

@@ -55,7 +55,7 @@ package final class BlueZAgent: Sendable {
     /// bluetoothd's `Cancel` of the open requests (their answer functions become no-ops).
     package typealias Responder =
         @Sendable (
-            _ device: BlueZCentralClient.DeviceID?, _ request: Request?, _ answer: @escaping @Sendable (Answer) -> Void
+            _ device: BlueZClient.DeviceID?, _ request: Request?, _ answer: @escaping @Sendable (Answer) -> Void
         ) -> Void
 
     private static let nextNumber = Atomic<Int>(0)

@@ -91,7 +91,7 @@ package final class BlueZGattApplication: Sendable {
     package let characteristicIDs: [CharacteristicID]
 
     /// Exports `services` on the client's connection (see ``init(connection:services:number:)``).
-    package convenience init(client: BlueZCentralClient, services: [Service], number: Int) async throws(BlueZError) {
+    package convenience init(client: BlueZClient, services: [Service], number: Int) async throws(BlueZError) {
         try await self.init(connection: client.connection, services: services, number: number)
     }
 
@@ -182,7 +182,7 @@ package final class BlueZGattApplication: Sendable {
     }
 
     /// `GattManager1.RegisterApplication` on `adapter`; bluetoothd reads our tree before it answers.
-    package func register(on adapter: BlueZCentralClient.AdapterID) async throws(BlueZError) {
+    package func register(on adapter: BlueZClient.AdapterID) async throws(BlueZError) {
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             _ = try await connection.call(
                 destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.gattManager,
@@ -191,7 +191,7 @@ package final class BlueZGattApplication: Sendable {
     }
 
     /// `GattManager1.UnregisterApplication`, then removes the objects.
-    package func unregister(from adapter: BlueZCentralClient.AdapterID?) async {
+    package func unregister(from adapter: BlueZClient.AdapterID?) async {
         if let adapter {
             _ = try? await connection.call(
                 destination: BlueZNames.service, path: adapter.path, interface: BlueZNames.gattManager,

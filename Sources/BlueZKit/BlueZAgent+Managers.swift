@@ -18,7 +18,7 @@ extension BlueZAgent {
 
 extension CentralEngine {
     /// The peer a pairing request names: the known ``Peripheral``, if any (on the queue).
-    func pairingPeer(_ id: DeviceHandle) -> PairingPeer? {
+    func pairingPeer(_ id: DeviceID) -> PairingPeer? {
         guard let address = id.address else { return nil }
         let peripheral = peripherals[id]
         return PairingPeer(
@@ -30,7 +30,7 @@ extension CentralEngine {
 
 extension PeripheralManager {
     /// The peer a pairing request names: a central, known by its identifier and address.
-    func pairingPeer(_ device: DeviceHandle) -> PairingPeer? {
+    func pairingPeer(_ device: DeviceID) -> PairingPeer? {
         guard let address = device.address else { return nil }
         let adapter = shared.withLock { $0.adapterAddress }
         return PairingPeer(

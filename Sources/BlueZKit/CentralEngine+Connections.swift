@@ -80,7 +80,7 @@ extension CentralEngine {
 
     // MARK: On the queue
 
-    func attempt(_ id: DeviceHandle) {
+    func attempt(_ id: DeviceID) {
         guard var link = links[id], link.phase == .pending, !link.attemptInFlight else { return }
         link.retry?.cancel()
         link.retry = nil
@@ -99,11 +99,11 @@ extension CentralEngine {
     }
 
     /// The device object vanished: a `Connect` under way will never be answered, so give it up.
-    func abandonAttempt(_ id: DeviceHandle) {
+    func abandonAttempt(_ id: DeviceID) {
         links[id]?.attemptTask?.cancel()
     }
 
-    private func attemptFinished(_ id: DeviceHandle, error: BlueZError?) {
+    private func attemptFinished(_ id: DeviceID, error: BlueZError?) {
         guard var link = links[id], link.phase == .pending else {
             // Cancelled while Connect was on its way: take the link down again.
             if error == nil, links[id] == nil {
@@ -145,7 +145,7 @@ extension CentralEngine {
         updateBackgroundDiscovery()
     }
 
-    private func scheduleRetry(_ link: inout Link, _ id: DeviceHandle) {
+    private func scheduleRetry(_ link: inout Link, _ id: DeviceID) {
         let delay = link.backoff
         link.backoff = min(link.backoff * 2, Self.longestRetryDelay)
         let timer = DispatchSource.makeTimerSource(queue: busQueue)
@@ -156,7 +156,7 @@ extension CentralEngine {
     }
 
     /// The device advertised: a pending request tries again now.
-    func sawAdvertisement(_ id: DeviceHandle) {
+    func sawAdvertisement(_ id: DeviceID) {
         guard var link = links[id], link.phase == .pending else { return }
         if link.attemptInFlight {
             link.advertisedDuringAttempt = true
@@ -169,7 +169,7 @@ extension CentralEngine {
     }
 
     /// Connected=false (or the device object vanished) for a link we hold.
-    func linkLost(_ id: DeviceHandle) {
+    func linkLost(_ id: DeviceID) {
         guard let link = links[id], link.phase == .connected, let peripheral = peripherals[id] else { return }
         resetGatt(id)
         let error = BluetoothError(.peripheralDisconnected, message: "the link was lost")

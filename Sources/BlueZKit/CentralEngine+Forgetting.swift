@@ -16,7 +16,7 @@ extension CentralEngine {
     }
 
     /// Drops the peripheral of a device bluetoothd removed (on the queue).
-    func forget(_ id: DeviceHandle) {
+    func forget(_ id: DeviceID) {
         guard links[id] == nil, let peripheral = peripherals.removeValue(forKey: id) else { return }
         knownNames[id] = nil
         gatt[id] = nil

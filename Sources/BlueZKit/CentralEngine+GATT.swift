@@ -5,7 +5,7 @@ import Foundation
 /// writes and notifications call the attribute objects, values notified as
 /// `PropertiesChanged` on `Value` reach characteristics we subscribed to.
 extension CentralEngine {
-    typealias AttributeID = BlueZCentralClient.AttributeID
+    typealias AttributeID = BlueZClient.AttributeID
 
     /// The attribute objects handed out for one connection. Queue-confined.
     struct GattModel {
@@ -44,7 +44,7 @@ extension CentralEngine {
     /// `ServicesResolved` is true: answer the discoveries waiting for it, after
     /// a round trip to bluetoothd — real bluetoothd can signal
     /// `ServicesResolved` before the `InterfacesAdded` of the GATT objects.
-    func servicesResolved(_ id: DeviceHandle) {
+    func servicesResolved(_ id: DeviceID) {
         guard pendingServiceDiscoveries[id] != nil else { return }
         Task {
             await client.synchronize(with: id)
@@ -199,7 +199,7 @@ extension CentralEngine {
     }
 
     /// Forgets the attribute objects of a link that ended; waiting discoveries fail.
-    func resetGatt(_ id: DeviceHandle) {
+    func resetGatt(_ id: DeviceID) {
         if let model = gatt[id] {
             for socket in model.notifySockets.values { socket.close() }
             for channel in model.writeChannels.values { channel.socket?.close() }

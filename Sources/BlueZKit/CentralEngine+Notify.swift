@@ -148,7 +148,7 @@ extension CentralEngine {
     }
 
     /// A `Value` change from bluetoothd: a notification when we subscribed with `StartNotify`.
-    func valueChanged(_ id: DeviceHandle, _ attribute: AttributeID, _ bytes: [UInt8]) {
+    func valueChanged(_ id: DeviceID, _ attribute: AttributeID, _ bytes: [UInt8]) {
         guard let model = gatt[id], model.notifying.contains(attribute), model.notifySockets[attribute] == nil,
             let characteristic = model.characteristics[attribute], let peripheral = peripherals[id]
         else { return }

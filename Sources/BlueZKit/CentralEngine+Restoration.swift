@@ -10,7 +10,7 @@ extension CentralEngine {
         busQueue.sync {
             var restored: [Peripheral] = []
             for saved in record.peripherals {
-                guard let id = DeviceHandle(token: saved.device), peripherals[id] == nil else { continue }
+                guard let id = DeviceID(token: saved.device), peripherals[id] == nil else { continue }
                 let peripheral = Peripheral(identifier: saved.identifier, deviceID: id, name: saved.name, engine: self)
                 peripherals[id] = peripheral
                 knownNames[id] = saved.name
@@ -76,7 +76,7 @@ extension CentralEngine {
 
     /// Enables the restored subscriptions of a connected peripheral whose services are resolved
     /// (bluetoothd ended our earlier notify sessions with the process that held them).
-    func resubscribeRestored(_ id: DeviceHandle) {
+    func resubscribeRestored(_ id: DeviceID) {
         guard links[id]?.phase == .connected, client.device(id)?.servicesResolved == true,
             let attributes = restoredSubscriptions.removeValue(forKey: id), !attributes.isEmpty,
             let peripheral = peripherals[id]

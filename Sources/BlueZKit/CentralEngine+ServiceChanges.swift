@@ -18,7 +18,7 @@ extension CentralEngine {
     }
 
     /// bluetoothd added or removed GATT objects of device `id` (on the queue).
-    func gattObjectsChanged(_ id: DeviceHandle, removed: AttributeID?) {
+    func gattObjectsChanged(_ id: DeviceID, removed: AttributeID?) {
         guard links[id]?.phase == .connected, client.device(id)?.servicesResolved == true,
             gatt[id]?.servicesDiscovered == true
         else { return }
@@ -33,7 +33,7 @@ extension CentralEngine {
     }
 
     /// Drops the invalidated attributes from the model and reports the change (on the queue).
-    private func finishServiceChange(_ id: DeviceHandle) {
+    private func finishServiceChange(_ id: DeviceID) {
         guard var model = gatt[id], let change = model.serviceChange, let peripheral = peripherals[id] else { return }
         model.serviceChange = nil
         model.invalidated.prune()
@@ -90,7 +90,7 @@ extension CentralEngine {
 
     /// Whether bluetoothd removed `characteristic` in a database change still being collected
     /// (its notification socket closes with it: no fallback to `StartNotify`).
-    func isBeingRemoved(_ characteristic: Characteristic, of id: DeviceHandle) -> Bool {
+    func isBeingRemoved(_ characteristic: Characteristic, of id: DeviceID) -> Bool {
         gatt[id]?.serviceChange?.removed.contains(characteristic.id) == true
     }
 

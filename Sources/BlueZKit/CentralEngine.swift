@@ -12,26 +12,26 @@ final class CentralEngine: @unchecked Sendable {
     weak var manager: CentralManager?
     /// The bus connection's serial queue: where every stored `var` is touched.
     let busQueue: DispatchQueue
-    var client: BlueZCentralClient!
+    var client: BlueZClient!
     private var everHadService = false
     private var lastState: ManagerState?
     private(set) var adapterAddress = ""
-    var peripherals: [DeviceHandle: Peripheral] = [:]
+    var peripherals: [DeviceID: Peripheral] = [:]
     var scan: ScanState?
-    var links: [DeviceHandle: Link] = [:]
-    var gatt: [DeviceHandle: GattModel] = [:]
-    var pendingServiceDiscoveries: [DeviceHandle: [[BluetoothUUID]?]] = [:]
+    var links: [DeviceID: Link] = [:]
+    var gatt: [DeviceID: GattModel] = [:]
+    var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
-    var lastSeenRSSI: [DeviceHandle: Int16] = [:]
+    var lastSeenRSSI: [DeviceID: Int16] = [:]
     /// The name of each peripheral as this engine last reported it (`peripheralDidUpdateName`).
-    var knownNames: [DeviceHandle: String] = [:]
+    var knownNames: [DeviceID: String] = [:]
     /// Peripherals of devices bluetoothd removed, while the app still holds them
     /// (`CentralEngine+Forgetting.swift`).
-    var forgotten: [DeviceHandle: ForgottenPeripheral] = [:]
+    var forgotten: [DeviceID: ForgottenPeripheral] = [:]
     /// Restored peripherals whose links resume once the adapter is powered on.
-    var restoredLinks: [DeviceHandle] = []
+    var restoredLinks: [DeviceID] = []
     /// Restored subscriptions to enable again once the peripheral is connected and resolved.
-    var restoredSubscriptions: [DeviceHandle: [BlueZCentralClient.AttributeID]] = [:]
+    var restoredSubscriptions: [DeviceID: [BlueZClient.AttributeID]] = [:]
     let discoveryChain = Mutex<Task<Void, Never>?>(nil)
 
     /// What a running scan reports and has reported.
@@ -39,7 +39,7 @@ final class CentralEngine: @unchecked Sendable {
         var services: Set<BluetoothUUID>?
         var options: ScanOptions
         /// The advertisement last reported per device in this scan (duplicate suppression).
-        var reported: [DeviceHandle: AdvertisementData] = [:]
+        var reported: [DeviceID: AdvertisementData] = [:]
     }
 
     /// The just-works pairing agent, registered whenever bluetoothd appears on the bus (nil
@@ -63,7 +63,7 @@ final class CentralEngine: @unchecked Sendable {
         self.usesNotifySockets = usesNotifySockets
         self.busQueue = bus.queue
         self.agent = pairingAgent ? BlueZAgent(bus: bus) : nil
-        self.client = BlueZCentralClient(bus: bus, adapter: adapter) { [weak self] event in
+        self.client = BlueZClient(bus: bus, adapter: adapter) { [weak self] event in
             self?.handle(event)
         }
     }
@@ -134,7 +134,7 @@ final class CentralEngine: @unchecked Sendable {
 
     // MARK: On the queue
 
-    private func handle(_ event: BlueZCentralClient.Event) {
+    private func handle(_ event: BlueZClient.Event) {
         switch event {
         case .adapterChanged(let status):
             adapterChanged(status)
@@ -171,7 +171,7 @@ final class CentralEngine: @unchecked Sendable {
         }
     }
 
-    private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
+    private func adapterChanged(_ status: BlueZClient.AdapterStatus) {
         // bluetoothd forgets agents when it restarts: register on every appearance.
         let present = status != .serviceAbsent && status != .accessDenied
         if present && !bluetoothdPresent {
@@ -212,7 +212,7 @@ final class CentralEngine: @unchecked Sendable {
         manager?.post(.state(newState))
     }
 
-    private func advertised(_ id: DeviceHandle, _ device: BlueZDeviceProperties) {
+    private func advertised(_ id: DeviceID, _ device: BlueZDeviceProperties) {
         // Read the scan's parameters without copying its `reported` table: a copy per
         // advertisement cost most of the CPU of a busy scan and fragmented memory.
         guard let services = scan.map(\.services), let options = scan?.options, let rssi = device.rssi else { return }
@@ -264,7 +264,7 @@ final class CentralEngine: @unchecked Sendable {
         client.device(peripheral.deviceID)?.rssi ?? lastSeenRSSI[peripheral.deviceID]
     }
 
-    private func peripheral(for id: DeviceHandle, _ device: BlueZDeviceProperties) -> Peripheral {
+    private func peripheral(for id: DeviceID, _ device: BlueZDeviceProperties) -> Peripheral {
         if let existing = peripherals[id] { return existing }
         if let kept = forgotten.removeValue(forKey: id)?.peripheral {
             peripherals[id] = kept

@@ -32,7 +32,7 @@ public final class PairingAgent: @unchecked Sendable {
         var capability = IOCapability.noInputNoOutput
         var agent: BlueZAgent?
         /// The peer a device object path names, on the agent connection's queue.
-        var lookup: (@Sendable (DeviceHandle) -> PairingPeer?)?
+        var lookup: (@Sendable (DeviceID) -> PairingPeer?)?
     }
 
     init(queue: DispatchQueue) { self.queue = queue }
@@ -74,7 +74,7 @@ public final class PairingAgent: @unchecked Sendable {
 
     /// Routes `agent`'s requests here; `lookup` names the device of a request (on the agent
     /// connection's queue). Called once, before the agent registers.
-    func attach(_ agent: BlueZAgent, lookup: @escaping @Sendable (DeviceHandle) -> PairingPeer?) async {
+    func attach(_ agent: BlueZAgent, lookup: @escaping @Sendable (DeviceID) -> PairingPeer?) async {
         let capability = shared.withLock { shared in
             shared.agent = agent
             shared.lookup = lookup
@@ -89,7 +89,7 @@ public final class PairingAgent: @unchecked Sendable {
 
     /// On the agent connection's queue: finds the peer, then asks the delegate on `queue`.
     private func handle(
-        _ device: DeviceHandle?, _ request: BlueZAgent.Request?,
+        _ device: DeviceID?, _ request: BlueZAgent.Request?,
         _ answer: @escaping @Sendable (BlueZAgent.Answer) -> Void
     ) {
         guard let device, let request else {

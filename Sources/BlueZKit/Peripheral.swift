@@ -16,7 +16,7 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     /// Apple's platforms, never hard-code it.
     public let identifier: UUID
 
-    let deviceID: DeviceHandle
+    let deviceID: DeviceID
     weak var engine: CentralEngine?
     private let mutable: Mutex<State>
     private let delegateReference = WeakDelegate(nil)
@@ -28,7 +28,7 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
         var canSendWriteWithoutResponse = true
     }
 
-    init(identifier: UUID, deviceID: DeviceHandle, name: String?, engine: CentralEngine) {
+    init(identifier: UUID, deviceID: DeviceID, name: String?, engine: CentralEngine) {
         self.identifier = identifier
         self.deviceID = deviceID
         self.engine = engine

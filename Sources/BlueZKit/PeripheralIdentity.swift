@@ -2,7 +2,7 @@ import BlueZ
 import Foundation
 
 /// The BlueZ device behind a `Peripheral`, kept opaque to this layer.
-typealias DeviceHandle = BlueZCentralClient.DeviceID
+typealias DeviceID = BlueZClient.DeviceID
 
 /// Derives a peripheral's stable identifier from the adapter's and the device's addresses.
 enum PeripheralIdentity {

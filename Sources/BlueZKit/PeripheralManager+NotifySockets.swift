@@ -14,7 +14,7 @@ extension PeripheralManager {
     }
 
     /// The running bluetoothd's features, probed from the adapter's properties.
-    func serverFeatures(_ client: BlueZCentralClient) async -> BlueZServerFeatures {
+    func serverFeatures(_ client: BlueZClient) async -> BlueZServerFeatures {
         await withCheckedContinuation { c in
             client.queue.async { c.resume(returning: client.serverFeatures) }
         }

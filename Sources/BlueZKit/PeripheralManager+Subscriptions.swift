@@ -140,7 +140,7 @@ extension PeripheralManager {
     }
 
     /// Polls the backlog every 5 ms while an update was refused, then tells the delegate once.
-    private func waitForRoom(on client: BlueZCentralClient) {
+    private func waitForRoom(on client: BlueZClient) {
         let timer: (any DispatchSourceTimer)? = shared.withLock { state in
             guard state.roomTimer == nil else { return nil }
             let timer = DispatchSource.makeTimerSource(queue: client.queue)
@@ -248,7 +248,7 @@ extension PeripheralManager {
     /// The centrals already connected when the adapter appeared (a link that outlived the
     /// process before, or one bluetoothd had before it restarted): their `StartNotify` is
     /// theirs. Known links keep their order (on the connection's queue).
-    func adoptConnectedCentrals(_ client: BlueZCentralClient) {
+    func adoptConnectedCentrals(_ client: BlueZClient) {
         let addresses = client.devices.compactMap { _, device in device.connected ? device.address : nil }
         guard !addresses.isEmpty else { return }
         shared.withLock { state in

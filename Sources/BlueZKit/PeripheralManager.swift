@@ -45,7 +45,7 @@ public final class PeripheralManager: @unchecked Sendable {
     struct Shared {
         var state: ManagerState = .unknown
         var everHadService = false
-        var client: BlueZCentralClient?
+        var client: BlueZClient?
         /// The just-works pairing agent, registered whenever bluetoothd appears on the bus.
         var agent: BlueZAgent?
         var bluetoothdPresent = false
@@ -264,7 +264,7 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     private func start(on bus: BlueZBus) async {
-        let client = BlueZCentralClient(bus: bus, adapter: options.adapter) { [weak self] event in
+        let client = BlueZClient(bus: bus, adapter: options.adapter) { [weak self] event in
             guard let self else { return }
             switch event {
             case .adapterChanged(let status): self.adapterChanged(status)
@@ -286,7 +286,7 @@ public final class PeripheralManager: @unchecked Sendable {
         do throws(BlueZError) { try await client.start() } catch { setState(.unsupported) }
     }
 
-    private func adapterChanged(_ status: BlueZCentralClient.AdapterStatus) {
+    private func adapterChanged(_ status: BlueZClient.AdapterStatus) {
         // bluetoothd forgets agents when it restarts: register on every appearance.
         let agent: BlueZAgent? = shared.withLock { shared in
             let present = status != .serviceAbsent && status != .accessDenied
@@ -334,7 +334,7 @@ public final class PeripheralManager: @unchecked Sendable {
         }
     }
 
-    func adapterPath(_ client: BlueZCentralClient?) async -> BlueZCentralClient.AdapterID? {
+    func adapterPath(_ client: BlueZClient?) async -> BlueZClient.AdapterID? {
         await client?.currentAdapter()
     }
 }

@@ -15,10 +15,10 @@ public class Service: @unchecked Sendable, Hashable, CustomStringConvertible {
     public let isPrimary: Bool
     /// The peripheral the service belongs to (nil for a ``MutableService``).
     public private(set) weak var peripheral: Peripheral?
-    let id: BlueZCentralClient.AttributeID
+    let id: BlueZClient.AttributeID
     private let discovered = Mutex<([Characteristic]?, [Service]?)>((nil, nil))
 
-    init(uuid: BluetoothUUID, isPrimary: Bool, peripheral: Peripheral?, id: BlueZCentralClient.AttributeID) {
+    init(uuid: BluetoothUUID, isPrimary: Bool, peripheral: Peripheral?, id: BlueZClient.AttributeID) {
         self.uuid = uuid
         self.isPrimary = isPrimary
         self.peripheral = peripheral
@@ -57,11 +57,11 @@ public class Characteristic: @unchecked Sendable, Hashable, CustomStringConverti
     private let fixedProperties: CharacteristicProperties
     /// The service it belongs to (nil for a ``MutableCharacteristic``).
     public private(set) weak var service: Service?
-    let id: BlueZCentralClient.AttributeID
+    let id: BlueZClient.AttributeID
     private let mutable = Mutex<(value: Data?, notifying: Bool, descriptors: [Descriptor]?)>((nil, false, nil))
 
     init(
-        uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service?, id: BlueZCentralClient.AttributeID
+        uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service?, id: BlueZClient.AttributeID
     ) {
         self.uuid = uuid
         self.fixedProperties = properties
@@ -98,10 +98,10 @@ public class Descriptor: @unchecked Sendable, Hashable, CustomStringConvertible 
     public let uuid: BluetoothUUID
     /// The characteristic it belongs to (nil for a ``MutableDescriptor``).
     public private(set) weak var characteristic: Characteristic?
-    let id: BlueZCentralClient.AttributeID
+    let id: BlueZClient.AttributeID
     private let mutable = Mutex<Data?>(nil)
 
-    init(uuid: BluetoothUUID, characteristic: Characteristic?, id: BlueZCentralClient.AttributeID) {
+    init(uuid: BluetoothUUID, characteristic: Characteristic?, id: BlueZClient.AttributeID) {
         self.uuid = uuid
         self.characteristic = characteristic
         self.id = id

@@ -1,13 +1,14 @@
 package import DBus
 package import Dispatch
 
-/// The central side of bluetoothd for one adapter: which adapter is in use and
-/// whether it is powered, device advertisements and changes, and discovery.
+/// bluetoothd for one adapter, as both managers see it: which adapter is in use and whether
+/// it is powered, device advertisements and changes, discovery, and (in `BlueZClient+GATT.swift`,
+/// `BlueZClient+Acquire.swift`) the remote GATT databases of connected devices.
 ///
 /// Threading: events are delivered on the connection's queue, in bus order,
 /// after `cache` was updated. The invariant behind `@unchecked Sendable`:
 /// `adapterPath` and `lastStatus` are touched only on that queue.
-package final class BlueZCentralClient: @unchecked Sendable {
+package final class BlueZClient: @unchecked Sendable {
     /// An opaque handle on one remote device, so that the layer above can keep
     /// devices apart without knowing BlueZ's object paths.
     package struct DeviceID: Hashable, Sendable {

@@ -2,7 +2,7 @@ import DBus
 
 /// The socket paths of a remote characteristic: `AcquireNotify` and `AcquireWrite`, and writes
 /// sent in the order they were asked for.
-extension BlueZCentralClient {
+extension BlueZClient {
     /// `AcquireNotify({})`: a socket that carries each notification as one datagram, and the MTU.
     ///
     /// bluetoothd 5.66 answers `NotPermitted` ("Notify acquired") when another client holds the

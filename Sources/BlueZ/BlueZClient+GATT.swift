@@ -5,7 +5,7 @@ import DBus
 /// BlueZ resolves the whole database once per connection (`ServicesResolved`)
 /// and exports it as `GattService1` / `GattCharacteristic1` /
 /// `GattDescriptor1` objects under the device; this reads them from the cache.
-extension BlueZCentralClient {
+extension BlueZClient {
     /// An opaque handle on one remote service, characteristic or descriptor.
     package struct AttributeID: Hashable, Sendable {
         let path: ObjectPath

@@ -10,7 +10,7 @@ internal import DBus
 /// "Operation failed with ATT error: 0x12". The indication is already on its way: once
 /// bluetoothd has confirmed it, the same request succeeds, or fails as it should (the attribute
 /// gone) — which is what Core Bluetooth's users see.
-extension BlueZCentralClient {
+extension BlueZClient {
     /// How often, and after how long, a request refused as out of sync is tried again.
     static let outOfSyncRetryDelays: [Duration] = [
         .milliseconds(50), .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),

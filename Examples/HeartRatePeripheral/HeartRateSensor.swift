@@ -50,7 +50,7 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
         queue.async {
             self.manager = PeripheralManager(
                 delegate: self, queue: self.queue,
-                options: CentralManagerOptions(
+                options: PeripheralManagerOptions(
                     restoreIdentifier: self.configuration.restoreIdentifier, adapter: self.configuration.adapter))
         }
     }

@@ -33,8 +33,8 @@ import Synchronization
 public final class PeripheralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
-    /// The options the manager was created with (the central's options type: adapter and bus).
-    public let options: CentralManagerOptions
+    /// The options the manager was created with.
+    public let options: PeripheralManagerOptions
     private let delegateReference = WeakDelegate(nil)
     let shared = Mutex(Shared())
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
@@ -97,7 +97,7 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// Creates a manager; its state is `.unknown` until the first delegate call.
     public init(
-        delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: CentralManagerOptions = .init()
+        delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: PeripheralManagerOptions = .init()
     ) {
         self.queue = queue ?? .main
         self.pairingAgent = PairingAgent(queue: queue ?? .main)
@@ -122,7 +122,7 @@ public final class PeripheralManager: @unchecked Sendable {
     /// Creates a manager with Core Bluetooth's option dictionary.
     public convenience init(delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: [String: Any]?)
     {
-        self.init(delegate: delegate, queue: queue, options: CentralManagerOptions(dictionary: options ?? [:]))
+        self.init(delegate: delegate, queue: queue, options: PeripheralManagerOptions(dictionary: options ?? [:]))
     }
 
     /// The object that receives events, held weakly.

@@ -73,7 +73,7 @@ struct BusLossTests {
         let delegate = PeripheralManagerSurvivalTests.Quiet()
         let manager = PeripheralManager(
             delegate: delegate, queue: delegate.queue,
-            options: CentralManagerOptions(adapter: "hci0", busAddress: bluez.busAddress))
+            options: PeripheralManagerOptions(adapter: "hci0", busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let characteristic = MutableCharacteristic(
             type: BluetoothUUID(0x2A37), properties: [.notify], value: nil, permissions: [.readable])

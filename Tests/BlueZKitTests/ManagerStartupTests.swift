@@ -29,7 +29,7 @@ import Testing
         bluez.inject(Self.accessDenied, for: Self.getManagedObjects, count: 2)
         let manager = PeripheralManager(
             delegate: nil, queue: DispatchQueue(label: "test.peripheral"),
-            options: CentralManagerOptions(busAddress: bluez.busAddress))
+            options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("unauthorized") { manager.state == .unauthorized }
         try await waitUntil("powered on once allowed") { manager.state == .poweredOn }
     }

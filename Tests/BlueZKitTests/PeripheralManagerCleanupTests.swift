@@ -32,7 +32,7 @@ import Testing
     static func published(_ bluez: SimulatedBlueZ) async throws -> (PeripheralManager, Recorder, BusName) {
         let recorder = Recorder()
         let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let service = MutableService(type: BluetoothUUID(0xABC1), primary: true)
         service.characteristics = [

@@ -42,7 +42,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let server = Server()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let counter = MutableCharacteristic(
             type: BluetoothUUID(0xAB01), properties: [.read, .notify], value: nil, permissions: [.readable])
@@ -110,7 +110,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let recorder = PeripheralManagerTests.Recorder()
         let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         manager.startAdvertising([
             CBAdvertisementDataLocalNameKey: "HRM", CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(0x180D)],

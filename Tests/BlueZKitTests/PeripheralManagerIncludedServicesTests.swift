@@ -39,7 +39,7 @@ import Testing
             let bluez = try await SimulatedBlueZ.start()
             let server = Server()
             let manager = PeripheralManager(
-                delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+                delegate: server, queue: server.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
             try await waitUntil("powered on") { manager.state == .poweredOn }
             return Rig(bluez: bluez, manager: manager, server: server)
         }
@@ -181,7 +181,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: directory) }
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
-        let options = CentralManagerOptions(
+        let options = PeripheralManagerOptions(
             restoreIdentifier: "included", busAddress: bluez.busAddress,
             restorationStore: RestorationStore(directory: directory))
         let adapter = try #require(bluez.adapters.first)

@@ -49,7 +49,8 @@ import Testing
             let bluez = try await SimulatedBlueZ.start()
             let delegate = Recorder()
             let manager = PeripheralManager(
-                delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+                delegate: delegate, queue: delegate.queue,
+                options: PeripheralManagerOptions(busAddress: bluez.busAddress))
             try await waitUntil("powered on") { manager.state == .poweredOn }
             let indicating = MutableCharacteristic(
                 type: BluetoothUUID(0xAB01), properties: [.read, .indicate], value: nil, permissions: [.readable])

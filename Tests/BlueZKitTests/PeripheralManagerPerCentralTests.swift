@@ -39,7 +39,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start(options: .init(version: version))
         let delegate = Recorder()
         let manager = PeripheralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: delegate, queue: delegate.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let characteristic = MutableCharacteristic(
             type: BluetoothUUID(0xAB01), properties: properties, value: nil, permissions: [.readable])

@@ -15,7 +15,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let server = PeripheralManagerGATTTests.Server()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         // Properties that promise what the permissions do not allow.
         let unreadable = MutableCharacteristic(

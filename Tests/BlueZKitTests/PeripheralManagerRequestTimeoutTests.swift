@@ -24,7 +24,7 @@ import Testing
         defer { bluez.stop() }
         let delegate = Silent()
         let manager = PeripheralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: delegate, queue: delegate.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         manager.shared.withLock { $0.requestTimeout = .milliseconds(300) }
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let characteristic = MutableCharacteristic(

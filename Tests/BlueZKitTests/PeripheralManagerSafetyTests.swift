@@ -28,7 +28,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let server = Server()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let service = MutableService(type: BluetoothUUID(0xABCD), primary: true)
         service.characteristics = [characteristic]

@@ -41,7 +41,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let delegate = Subscriptions()
         let manager = PeripheralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: delegate, queue: delegate.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let measurement = MutableCharacteristic(
             type: BluetoothUUID(0xAB01), properties: [.read, .notify], value: nil, permissions: [.readable])

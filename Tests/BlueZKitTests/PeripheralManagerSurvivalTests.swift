@@ -17,7 +17,7 @@ import Testing
         let delegate = Quiet()
         let manager = PeripheralManager(
             delegate: delegate, queue: delegate.queue,
-            options: CentralManagerOptions(adapter: "hci0", busAddress: bluez.busAddress))
+            options: PeripheralManagerOptions(adapter: "hci0", busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let service = MutableService(type: BluetoothUUID(0x180D), primary: true)
         service.characteristics = [

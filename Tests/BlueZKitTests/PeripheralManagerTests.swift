@@ -25,7 +25,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let recorder = Recorder()
         let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         bluez.adapters.first?.setPowered(false)
         try await waitUntil("powered off") { manager.state == .poweredOff }
@@ -36,7 +36,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let recorder = Recorder()
         let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         // 3 (flags) + 2 + 16 (one 128-bit UUID) + 2 + 12 (name) = 35 bytes > 31.
         manager.startAdvertising([
@@ -53,7 +53,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let recorder = Recorder()
         let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         manager.startAdvertising([CBAdvertisementDataLocalNameKey: 42])
         try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
@@ -64,7 +64,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let recorder = Recorder()
         let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         // 3 (flags) + 2 + 2 (180D) + 2 + 16 (one solicited 128-bit UUID) + 2 + 6 (name) = 33 bytes > 31.
         manager.startAdvertising(
@@ -79,7 +79,7 @@ import Testing
         let bluez = try await SimulatedBlueZ.start()
         let recorder = Recorder()
         let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
         manager.startAdvertising([CBAdvertisementDataLocalNameKey: "One"])
         try await waitUntil("advertising") { manager.isAdvertising }

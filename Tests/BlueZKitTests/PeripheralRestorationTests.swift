@@ -63,7 +63,7 @@ import Testing
     struct Rig {
         let directory: URL
         let bluez: SimulatedBlueZ
-        let options: CentralManagerOptions
+        let options: PeripheralManagerOptions
         var store: RestorationStore { RestorationStore(directory: directory) }
 
         static func start(_ identifier: String) async throws -> Rig {
@@ -72,7 +72,7 @@ import Testing
             let bluez = try await SimulatedBlueZ.start()
             return Rig(
                 directory: directory, bluez: bluez,
-                options: CentralManagerOptions(
+                options: PeripheralManagerOptions(
                     restoreIdentifier: identifier, busAddress: bluez.busAddress,
                     restorationStore: RestorationStore(directory: directory)))
         }
@@ -131,7 +131,7 @@ import Testing
 
     /// A powered-on manager that has published a Heart Rate service (a notifying measurement,
     /// a static body sensor location).
-    static func publish(_ delegate: Publisher, options: CentralManagerOptions) async throws -> PeripheralManager {
+    static func publish(_ delegate: Publisher, options: PeripheralManagerOptions) async throws -> PeripheralManager {
         let manager = PeripheralManager(delegate: delegate, queue: delegate.queue, options: options)
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let service = MutableService(type: BluetoothUUID(0x180D), primary: true)

@@ -17,7 +17,7 @@ extension EndToEndTests {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = IncludedServicesServer()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(adapter: "hci1"))
         try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
 
         let secondary = MutableService(type: Self.includedService, primary: false)

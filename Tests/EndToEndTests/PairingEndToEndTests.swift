@@ -41,7 +41,7 @@ extension EndToEndTests {
         let server = E2EPairingPeripheralDelegate()
         let manager = PeripheralManager(
             delegate: server, queue: server.queue,
-            options: CentralManagerOptions(adapter: "hci1", requestsDefaultPairingAgent: true))
+            options: PeripheralManagerOptions(adapter: "hci1", requestsDefaultPairingAgent: true))
         try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
         let secret = MutableCharacteristic(
             type: BluetoothUUID(0x2A19), properties: [.read], value: Data([0x42]),

@@ -25,7 +25,7 @@ extension EndToEndTests {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = PerCentralPeripheralDelegate()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(adapter: "hci1"))
         try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
         let value = MutableCharacteristic(
             type: Self.perCentralValue, properties: [.notify], value: nil, permissions: [])

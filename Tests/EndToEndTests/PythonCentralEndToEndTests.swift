@@ -21,7 +21,7 @@ extension EndToEndTests {
         let written = Data([0xC0, 0xFF, 0xEE, 0x42])
         let server = E2EJudgedPeripheralDelegate()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(adapter: "hci1"))
         defer {
             server.stopNotifying()
             manager.stopAdvertising()

@@ -15,7 +15,7 @@ extension EndToEndTests {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = E2EPeripheralManagerDelegate()
         let manager = PeripheralManager(
-            delegate: server, queue: server.queue, options: CentralManagerOptions(adapter: "hci1"))
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(adapter: "hci1"))
         defer {
             manager.stopAdvertising()
             manager.removeAllServices()

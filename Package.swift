@@ -40,7 +40,7 @@ let package = Package(
         .testTarget(
             name: "BlueZKitTests",
             dependencies: [
-                "BlueZKit", "BlueZ", "BlueZKitTesting", "DBus", "ExampleSupport", "CoreBluetoothPort",
+                "BlueZKit", "BlueZ", "BlueZKitTesting", "DBus", "TestSupport", "CoreBluetoothPort",
                 "CoreBluetoothPortSwift5",
             ],
             swiftSettings: strictSettings
@@ -48,7 +48,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "BlueZKit", "HeartRateProfile", "ExampleSupport", "CoreBluetoothPort", "CoreBluetoothPortSwift5",
+                "BlueZKit", "HeartRateProfile", "TestSupport", "CoreBluetoothPort", "CoreBluetoothPortSwift5",
             ],
             swiftSettings: strictSettings
         ),
@@ -74,7 +74,7 @@ let package = Package(
         ),
         .testTarget(
             name: "BlueZKitTestingTests",
-            dependencies: ["BlueZKitTesting", "DBus", "ExampleSupport"],
+            dependencies: ["BlueZKitTesting", "DBus", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -127,23 +127,23 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .target(
-            name: "ExampleSupport",
-            path: "Tests/ExampleSupport",
+            name: "TestSupport",
+            path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["HeartRateProfile", "BlueZKit", "BlueZKitTesting", "ExampleSupport"],
+            dependencies: ["HeartRateProfile", "BlueZKit", "BlueZKitTesting", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus", "ExampleSupport"],
+            dependencies: ["DBus", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "BlueZAgentTests",
-            dependencies: ["BlueZ", "DBus", "ExampleSupport"],
+            dependencies: ["BlueZ", "DBus", "TestSupport"],
             swiftSettings: strictSettings
         ),
     ],

@@ -1,6 +1,6 @@
 import BlueZ
 import DBus
-import ExampleSupport
+import TestSupport
 import Synchronization
 import Testing
 

@@ -1,7 +1,7 @@
 import BlueZ
 import DBus
 import Dispatch
-import ExampleSupport
+import TestSupport
 import Foundation
 import Synchronization
 import Testing

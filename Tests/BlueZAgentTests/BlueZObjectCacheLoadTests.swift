@@ -1,7 +1,7 @@
 import BlueZ
 import DBus
 import Dispatch
-import ExampleSupport
+import TestSupport
 import Synchronization
 import Testing
 

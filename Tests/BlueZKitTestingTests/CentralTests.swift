@@ -1,6 +1,6 @@
 import BlueZKitTesting
 import DBus
-import ExampleSupport
+import TestSupport
 import Testing
 
 @Suite struct CentralTests {

@@ -1,6 +1,6 @@
 import BlueZKit
 import BlueZKitTesting
-import ExampleSupport
+import TestSupport
 import Foundation
 import Testing
 

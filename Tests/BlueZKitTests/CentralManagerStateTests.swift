@@ -1,6 +1,6 @@
 import BlueZKit
 import BlueZKitTesting
-import ExampleSupport
+import TestSupport
 import Testing
 
 @Suite struct CentralManagerStateTests {

@@ -1,6 +1,6 @@
 import BlueZKitTesting
 import Dispatch
-import ExampleSupport
+import TestSupport
 import Foundation
 import Testing
 

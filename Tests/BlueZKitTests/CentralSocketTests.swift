@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
 import DBus
-import ExampleSupport
+import TestSupport
 import Foundation
 import Synchronization
 import Testing

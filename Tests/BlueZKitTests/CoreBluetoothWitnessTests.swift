@@ -1,5 +1,5 @@
 import BlueZKitTesting
-import ExampleSupport
+import TestSupport
 import Foundation
 import Testing
 

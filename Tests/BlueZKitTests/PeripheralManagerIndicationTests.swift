@@ -1,7 +1,7 @@
 import BlueZKitTesting
 import DBus
 import Dispatch
-import ExampleSupport
+import TestSupport
 import Foundation
 import Synchronization
 import Testing

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import DBus
 import Dispatch
-import ExampleSupport
+import TestSupport
 import Foundation
 import Synchronization
 import Testing

@@ -1,4 +1,4 @@
-import ExampleSupport
+import TestSupport
 import Foundation
 import Testing
 

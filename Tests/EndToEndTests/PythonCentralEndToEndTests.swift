@@ -1,5 +1,5 @@
 import BlueZKit
-import ExampleSupport
+import TestSupport
 import Foundation
 import Synchronization
 import Testing

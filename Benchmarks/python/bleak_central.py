@@ -1,4 +1,4 @@
-"""The bleak side of the end-to-end notification benchmark (Scripts/guest/e2e-benchmark).
+"""The bleak side of the end-to-end notification benchmark (Scripts/guest/e2e-benchmark.py).
 
     python bleak_central.py --name NAME [--adapter hci0] [--count N] [--extra K] [--timeout S]
                             [--acquire-notify]

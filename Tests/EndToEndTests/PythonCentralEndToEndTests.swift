@@ -12,7 +12,7 @@ extension EndToEndTests {
     static let judgedWrite = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A2")
     static let judgedNotify = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-0000000000A3")
 
-    /// Our peripheral on hci1 judged by an outside central on hci0: `Scripts/guest/python-central`
+    /// Our peripheral on hci1 judged by an outside central on hci0: `Scripts/guest/python-central.py`
     /// (dbus-python on the real bluetoothd) reads, writes, and subscribes twice, once by
     /// `StartNotify` and once by `AcquireNotify`.
     @Test(.timeLimit(.minutes(3))) func pythonCentralAgainstOurPeripheral() async throws {
@@ -91,11 +91,11 @@ extension EndToEndTests {
     }
 }
 
-/// Runs `Scripts/guest/python-central` (executable, `#!/usr/bin/python3`) as an ``ExampleProgram``,
+/// Runs `Scripts/guest/python-central.py` (executable, `#!/usr/bin/python3`) as an ``ExampleProgram``,
 /// which spawns with an empty signal mask and kills a leftover child with SIGKILL.
 enum PythonCentral {
     static let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("Scripts/guest/python-central").path
+        .deletingLastPathComponent().appendingPathComponent("Scripts/guest/python-central.py").path
 
     static func start(_ arguments: [String]) throws -> ExampleProgram {
         try ExampleProgram(path: script, arguments, busAddress: nil)

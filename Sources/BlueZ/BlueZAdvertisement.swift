@@ -32,9 +32,15 @@ package final class BlueZAdvertisement: Sendable {
             self.discoverable = discoverable
         }
 
-        /// The legacy advertising payload this needs, counted as bluetoothd
-        /// counts it (flags, UUID lists, service and manufacturer data, name, appearance).
-        package var legacyLength: Int {
+        /// The advertising data this needs, counted as bluetoothd counts it against the
+        /// adapter's `MaxAdvLen`: flags, UUID lists, service and manufacturer data, appearance,
+        /// TX power (`refresh_legacy_adv` and `calc_max_adv_len` in src/advertising.c).
+        ///
+        /// The local name is not counted: in a legacy advertisement bluetoothd sends it in the
+        /// scan response (`generate_scan_rsp`), in an extended one after the data (5.76 and
+        /// later), and in both shortens it to what fits (`serialize_name` in src/shared/ad.c,
+        /// which then marks it as a shortened name). A long name is never a reason to refuse.
+        package var advertisingDataLength: Int {
             var length = discoverable ? 3 : 0
             let short = serviceUUIDs.filter { Self.isShort($0) }.count
             let long = serviceUUIDs.count - short
@@ -47,7 +53,6 @@ package final class BlueZAdvertisement: Sendable {
             if longSolicit > 0 { length += 2 + 16 * longSolicit }
             for (_, bytes) in manufacturerData { length += 2 + 2 + bytes.count }
             for (uuid, bytes) in serviceData { length += 2 + (Self.isShort(uuid) ? 2 : 16) + bytes.count }
-            if let localName { length += 2 + localName.utf8.count }
             if appearance != nil { length += 4 }
             if includeTxPower { length += 3 }
             return length

@@ -109,7 +109,9 @@ package final class BlueZClient: @unchecked Sendable {
         guard let path = adapterPath, let adapter = cache.properties(BlueZNames.adapter, at: path) else {
             return .baseline
         }
-        return BlueZServerFeatures(adapterProperties: adapter)
+        return BlueZServerFeatures(
+            adapterProperties: adapter, advertisingProperties: cache.properties(BlueZNames.advertisingManager, at: path)
+        )
     }
 
     /// An opaque handle on an adapter, for registrations on it.
@@ -119,6 +121,13 @@ package final class BlueZClient: @unchecked Sendable {
 
     /// The adapter in use, for the layer's own registration calls (on the queue).
     package var adapter: AdapterID? { adapterPath.map(AdapterID.init) }
+
+    /// ``serverFeatures`` from any thread (hops onto the queue).
+    package func currentServerFeatures() async -> BlueZServerFeatures {
+        await withCheckedContinuation { continuation in
+            connection.queue.async { continuation.resume(returning: self.serverFeatures) }
+        }
+    }
 
     /// The adapter in use, from any thread (hops onto the queue).
     package func currentAdapter() async -> AdapterID? {

@@ -8,7 +8,8 @@ package import DBus
 /// | --- | --- | --- | --- |
 /// | ``perDeviceNotifySockets`` | 5.69 one socket per device (8eb1dee87), 5.76 a write reaches that device only (a08ec1a4e) | `Adapter1.Connectable` (5.79) | 5.69–5.78 are taken for 5.66: one central's socket would reach every subscriber before 5.76, and 5.71's `Manufacturer` cannot tell 5.71–5.75 from 5.76 |
 /// | confirmations on the socket | 5.80 (6b34b0551) | none: learned from the first `0x01` read from a socket | 5.79 sends none |
-/// | ``extendedAdvertising`` | 5.76: data over 31 bytes goes out as extended advertising | `Adapter1.Connectable` (5.79) | 5.76–5.78 are held to 31 bytes |
+/// | ``extendedAdvertising`` | 5.76: data over 31 bytes goes out as extended advertising (ea242fbf8) | `Adapter1.Connectable` (5.79) | 5.76–5.78 are held to 31 bytes |
+/// | ``maximumAdvertisingDataLength`` | the controller's limit, `LEAdvertisingManager1.SupportedCapabilities["MaxAdvLen"]` (experimental before 5.77) | that property | 31 (a legacy advertisement) where it is absent, or without ``extendedAdvertising`` |
 package struct BlueZServerFeatures: Sendable, Hashable {
     /// bluetoothd asks a characteristic that has `NotifyAcquired` for one `AcquireNotify` socket per
     /// subscribing device (the `device` and `mtu` options say which), closes it when that device
@@ -21,18 +22,37 @@ package struct BlueZServerFeatures: Sendable, Hashable {
     /// `SupportedFeatures`, checked separately).
     package var extendedAdvertising: Bool
 
-    package init(perDeviceNotifySockets: Bool, extendedAdvertising: Bool) {
+    /// How many bytes of advertising data bluetoothd accepts (see
+    /// ``BlueZAdvertisement/Content/advertisingDataLength``): 31, a legacy advertisement's size,
+    /// unless bluetoothd sends longer data as extended advertising and the controller takes more.
+    package var maximumAdvertisingDataLength: Int
+
+    package init(perDeviceNotifySockets: Bool, extendedAdvertising: Bool, maximumAdvertisingDataLength: Int = 31) {
         self.perDeviceNotifySockets = perDeviceNotifySockets
         self.extendedAdvertising = extendedAdvertising
+        self.maximumAdvertisingDataLength = maximumAdvertisingDataLength
     }
+
+    /// A legacy advertisement's data: 31 bytes.
+    package static let legacyAdvertisingDataLength = 31
 
     /// bluetoothd 5.66's behaviour: nothing of the above.
     package static let baseline = BlueZServerFeatures(perDeviceNotifySockets: false, extendedAdvertising: false)
 
-    /// Reads the features from an adapter's `Adapter1` properties.
-    package init(adapterProperties properties: [String: DBusValue]) {
+    /// Reads the features from an adapter's `Adapter1` properties and, when given, its
+    /// `LEAdvertisingManager1` properties.
+    package init(
+        adapterProperties properties: [String: DBusValue], advertisingProperties: [String: DBusValue]? = nil
+    ) {
         // `Connectable` was added in 5.79 (17f485f20), after both 8eb1dee87 (5.69) and a08ec1a4e (5.76).
         let atLeast579 = properties["Connectable"] != nil
-        self.init(perDeviceNotifySockets: atLeast579, extendedAdvertising: atLeast579)
+        var maximum = Self.legacyAdvertisingDataLength
+        if atLeast579, let capabilities = advertisingProperties?["SupportedCapabilities"]?.stringKeyedDictionary,
+            let reported = capabilities["MaxAdvLen"]?.byteValue
+        {
+            maximum = max(maximum, Int(reported))
+        }
+        self.init(
+            perDeviceNotifySockets: atLeast579, extendedAdvertising: atLeast579, maximumAdvertisingDataLength: maximum)
     }
 }

@@ -170,14 +170,16 @@ extension PeripheralManager {
 
     /// Registers the advertisement; returns the error for the delegate, if any.
     func advertise(_ content: BlueZAdvertisement.Content) async -> (any Error)? {
-        guard content.legacyLength <= 31 else {
-            return BluetoothError(
-                .advertisingDataTooLarge,
-                message: "the advertisement needs \(content.legacyLength) bytes; a legacy advertisement holds 31")
-        }
         let client = shared.withLock { $0.client }
         guard let client, let adapter = await adapterPath(client) else {
             return BluetoothError(.bluetoothUnavailable, message: "no adapter")
+        }
+        let maximum = await client.currentServerFeatures().maximumAdvertisingDataLength
+        guard content.advertisingDataLength <= maximum else {
+            return BluetoothError(
+                .advertisingDataTooLarge,
+                message:
+                    "the advertising data needs \(content.advertisingDataLength) bytes; this adapter takes \(maximum)")
         }
         let previous = shared.withLock { $0.advertisement }
         await previous?.unregister(from: adapter)

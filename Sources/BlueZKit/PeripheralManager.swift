@@ -169,8 +169,10 @@ public final class PeripheralManager: @unchecked Sendable {
     /// (`CBAdvertisementDataServiceUUIDsKey`), plus on Linux manufacturer data,
     /// service data and solicited UUIDs.
     ///
-    /// Content that cannot fit a legacy advertisement (31 bytes) is refused with
-    /// ``BluetoothError`` `advertisingDataTooLarge` — never silently cut.
+    /// Data that does not fit what bluetoothd takes (31 bytes of a legacy advertisement, flags
+    /// included; more from BlueZ 5.79 where the controller does extended advertising) is refused
+    /// with ``BluetoothError`` `advertisingDataTooLarge` — never silently cut. The local name is
+    /// not counted: bluetoothd sends it in the scan response and shortens it to what fits.
     public func startAdvertising(_ advertisementData: [String: Any]?) {
         let data: AdvertisementData
         do throws(AdvertisementDataError) {

@@ -1,7 +1,7 @@
 import BlueZ
 import DBus
-import TestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// `BlueZAgent` with a responder: requests wait for its answer, `Cancel` ends them, and the

@@ -39,3 +39,28 @@ import Testing
         #expect(BlueZError(name: "org.bluez.Error.Failed", message: message).attErrorCode == expected)
     }
 }
+
+/// How much advertising data bluetoothd takes, from its properties (issue 17).
+@Suite struct BlueZServerFeaturesTests {
+    static let capabilities: [String: DBusValue] = [
+        "SupportedCapabilities": .stringVariantDictionary(["MaxAdvLen": .byte(251), "MaxScnRspLen": .byte(251)])
+    ]
+
+    @Test func aNewerBluetoothdTakesWhatTheControllerTakes() {
+        let features = BlueZServerFeatures(
+            adapterProperties: ["Connectable": .bool(true)], advertisingProperties: Self.capabilities)
+        #expect(features.maximumAdvertisingDataLength == 251)
+    }
+
+    @Test func bluetoothdBefore579IsHeldToALegacyAdvertisement() {
+        // 5.66 reports the controller's length too, but sends longer data as a legacy advertisement.
+        let features = BlueZServerFeatures(adapterProperties: [:], advertisingProperties: Self.capabilities)
+        #expect(features.maximumAdvertisingDataLength == 31)
+    }
+
+    @Test func withoutTheCapabilitiesTheLimitIsALegacyAdvertisement() {
+        let features = BlueZServerFeatures(adapterProperties: ["Connectable": .bool(true)])
+        #expect(features.maximumAdvertisingDataLength == 31)
+        #expect(BlueZServerFeatures.baseline.maximumAdvertisingDataLength == 31)
+    }
+}

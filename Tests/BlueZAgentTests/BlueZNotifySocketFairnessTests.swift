@@ -1,9 +1,9 @@
 import BlueZ
 import DBus
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

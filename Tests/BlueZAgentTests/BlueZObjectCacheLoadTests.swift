@@ -1,8 +1,8 @@
 import BlueZ
 import DBus
 import Dispatch
-import TestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// `BlueZObjectCache` loading bluetoothd's tree, through a private dbus-daemon and a stand-in

@@ -1,7 +1,7 @@
 import BlueZKitTesting
 import DBus
-import TestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,7 +1,7 @@
 import BlueZKitTesting
 import DBus
-import TestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// A central subscribed for indications confirms each value, and bluetoothd calls the

@@ -1,9 +1,9 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// The system bus restarting (issue 18): the managers go `.resetting`, connect to the new bus by

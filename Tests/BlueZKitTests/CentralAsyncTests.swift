@@ -1,8 +1,8 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// The async/await API beside the delegates, on the simulated BlueZ.

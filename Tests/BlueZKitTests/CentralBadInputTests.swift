@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Mistakes and vanishing devices give clear errors, never a crash or a request to the wrong device.

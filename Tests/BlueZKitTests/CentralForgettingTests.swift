@@ -1,8 +1,8 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// What bluetoothd forgets, the central forgets: a scan in a busy place (private addresses rotate)

@@ -1,8 +1,8 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite struct CentralManagerRetrieveTests {

@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @Suite struct CentralManagerScanTests {

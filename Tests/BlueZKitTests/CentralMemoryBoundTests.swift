@@ -1,7 +1,7 @@
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @testable import BlueZKit

@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// ATT's Database Out Of Sync (0x12), as bluetoothd passes it on while a peripheral changes its

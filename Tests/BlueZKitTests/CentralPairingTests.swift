@@ -1,8 +1,8 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// An encrypted characteristic pairs just works through the manager's own agent when the app made

@@ -1,9 +1,9 @@
 import BlueZKit
 import BlueZKitTesting
 import DBus
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// Counts `peripheralIsReady(toSendWriteWithoutResponse:)` besides what the recorder logs.

@@ -1,9 +1,9 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import CoreBluetoothPort

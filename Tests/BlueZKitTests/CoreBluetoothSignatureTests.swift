@@ -1,9 +1,9 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// Each event with two signatures (Core Bluetooth's and the typed Linux one) reaches an app that

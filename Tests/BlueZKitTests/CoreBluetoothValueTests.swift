@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Core Bluetooth's raw values, option dictionaries and identities, as Apple's SDK has them.

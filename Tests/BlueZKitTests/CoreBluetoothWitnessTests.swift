@@ -1,6 +1,6 @@
 import BlueZKitTesting
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @testable import BlueZKit

@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Start-up failures are states, never a manager left at `.unknown`: bluetoothd refusing to list

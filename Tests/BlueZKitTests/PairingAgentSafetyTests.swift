@@ -1,8 +1,8 @@
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import BlueZKit

@@ -2,9 +2,9 @@ import BlueZKit
 import BlueZKitTesting
 import DBus
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// A registration bluetoothd refuses leaves nothing exported, and `startAdvertising` is one at a time.

@@ -1,9 +1,9 @@
 import BlueZKitTesting
 import DBus
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import BlueZKit

@@ -1,9 +1,9 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// The peripheral role on a bluetoothd with a notify socket per subscribing central (5.79 and

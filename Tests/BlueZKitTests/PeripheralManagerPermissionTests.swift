@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Permissions are enforced without asking the app, and bluetoothd's `prepare-authorize`

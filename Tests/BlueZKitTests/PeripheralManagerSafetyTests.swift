@@ -2,9 +2,9 @@ import BlueZKit
 import BlueZKitTesting
 import DBus
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// Our exported GATT objects answer only bluetoothd (the owner of org.bluez), and the values we

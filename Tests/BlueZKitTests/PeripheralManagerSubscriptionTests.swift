@@ -1,9 +1,9 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// Subscriptions as BlueZ 5.66 reports them (StartNotify per subscribing central, StopNotify when

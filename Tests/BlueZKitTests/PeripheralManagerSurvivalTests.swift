@@ -1,8 +1,8 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// Published services and the advertisement come back by themselves after bluetoothd restarts

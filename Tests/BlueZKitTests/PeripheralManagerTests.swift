@@ -1,9 +1,9 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @Suite struct PeripheralManagerTests {
@@ -38,15 +38,40 @@ import Testing
         let manager = PeripheralManager(
             delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
-        // 3 (flags) + 2 + 16 (one 128-bit UUID) + 2 + 12 (name) = 35 bytes > 31.
+        // 3 (flags) + 2 + 32 (two 128-bit UUIDs) = 37 bytes > 31 (the name is not counted).
         manager.startAdvertising([
             CBAdvertisementDataLocalNameKey: "A long name.",
-            CBAdvertisementDataServiceUUIDsKey: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")],
+            CBAdvertisementDataServiceUUIDsKey: [
+                BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0"),
+                BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF1"),
+            ],
         ])
         try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
         let error = try #require(recorder.errors.withLock { $0.first } as? BluetoothError)
         #expect(error.code == .advertisingDataTooLarge)
         #expect(!manager.isAdvertising)
+    }
+
+    @Test func aLongNameIsNotCountedAgainstTheAdvertisingData() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        let recorder = Recorder()
+        let manager = PeripheralManager(
+            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        // 3 (flags) + 18 (one 128-bit UUID) + 10 (manufacturer data) = 31: the most that fits. The
+        // 29-byte name goes in the scan response (bluetoothd's generate_scan_rsp). Before: refused
+        // as 62 bytes.
+        let name = "A peripheral name of 29 bytes"
+        manager.startAdvertising(
+            AdvertisementData(
+                localName: name, manufacturerData: Data([0xFF, 0xFF, 1, 2, 3, 4, 5, 6]),
+                serviceUUIDs: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")]))
+        try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
+        #expect(recorder.errors.withLock { $0.first ?? nil } == nil)
+        #expect(manager.isAdvertising)
+        let advertisement = try #require(bluez.adapters.first?.registeredAdvertisements.first)
+        #expect(advertisement.localName == name)
+        #expect(advertisement.dataLength == 31)
     }
 
     @Test func refusesMistypedAdvertisementData() async throws {
@@ -66,10 +91,12 @@ import Testing
         let manager = PeripheralManager(
             delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { manager.state == .poweredOn }
-        // 3 (flags) + 2 + 2 (180D) + 2 + 16 (one solicited 128-bit UUID) + 2 + 6 (name) = 33 bytes > 31.
+        // 3 (flags) + 2 + 2 (180D) + 2 + 16 (one solicited 128-bit UUID) + 4 + 4 (manufacturer
+        // data) = 33 bytes > 31.
         manager.startAdvertising(
             AdvertisementData(
-                localName: "Sensor", serviceUUIDs: [BluetoothUUID(0x180D)],
+                localName: "Sensor", manufacturerData: Data([0xFF, 0xFF, 1, 2, 3, 4]),
+                serviceUUIDs: [BluetoothUUID(0x180D)],
                 solicitedServiceUUIDs: [BluetoothUUID(string: "12345678-1234-5678-1234-56789ABCDEF0")]))
         try await waitUntil("answered") { recorder.errors.withLock { $0.count } == 1 }
         #expect((recorder.errors.withLock { $0.first } as? BluetoothError)?.code == .advertisingDataTooLarge)

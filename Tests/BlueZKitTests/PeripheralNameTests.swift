@@ -1,8 +1,8 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Synchronization
+import TestSupport
 import Testing
 
 /// `peripheralDidUpdateName` follows BlueZ's `Device1.Name`.

@@ -1,8 +1,8 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 // The complete example of the README's "Testing your app without Bluetooth" section: a small

@@ -1,6 +1,6 @@
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 
 /// An interactive `bluetoothctl` fed line by line — BlueZ's own client as the judge of our
 /// peripheral. Its output is collected for the test to wait on.

@@ -1,7 +1,7 @@
 import BlueZKit
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// Runs only inside the emulated BlueZ environment (`Scripts/test-e2e` sets

@@ -1,7 +1,7 @@
 import BlueZKit
 import Dispatch
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 @testable import CoreBluetoothPort

@@ -1,6 +1,6 @@
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// The scope every end-to-end test runs in: whatever the test started is stopped when it ends,

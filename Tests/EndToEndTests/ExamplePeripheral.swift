@@ -1,5 +1,5 @@
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// BlueZ's own `example-gatt-server` and `example-advertisement` (package

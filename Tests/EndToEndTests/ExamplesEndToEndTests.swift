@@ -1,5 +1,5 @@
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// The example programs on the real bluetoothd, judged by peers nobody here wrote where possible.

@@ -1,7 +1,7 @@
 import BlueZKit
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// In the same serialized suite as the other tests that use hci0 and hci1.

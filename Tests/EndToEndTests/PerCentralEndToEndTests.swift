@@ -1,7 +1,7 @@
 import BlueZKit
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// How many virtual controllers the guest has (`bluez-vm run --controllers`, 2 by default).

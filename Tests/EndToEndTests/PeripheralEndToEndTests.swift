@@ -1,7 +1,7 @@
 import BlueZKit
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// In the same serialized suite as the central test: both use hci0 and hci1.

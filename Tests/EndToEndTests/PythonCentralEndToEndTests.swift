@@ -1,7 +1,7 @@
 import BlueZKit
-import TestSupport
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 /// In the serialized end-to-end suite: every test uses hci0 and hci1.

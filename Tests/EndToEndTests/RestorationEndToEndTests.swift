@@ -1,5 +1,5 @@
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// The seeds' long-term case on the real bluetoothd: the heart-rate central killed and

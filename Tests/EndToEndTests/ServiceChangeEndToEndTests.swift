@@ -1,6 +1,6 @@
 import BlueZKit
-import TestSupport
 import Foundation
+import TestSupport
 import Testing
 
 /// In the serialized end-to-end suite: hci0 and hci1 through the real bluetoothd.

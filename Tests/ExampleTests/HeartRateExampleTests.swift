@@ -1,7 +1,7 @@
 import BlueZKitTesting
-import TestSupport
 import Foundation
 import HeartRateProfile
+import TestSupport
 import Testing
 
 /// The built example programs against the simulated BlueZ, judged by their `--json` output

@@ -61,5 +61,11 @@ extension EndToEndTests {
             #expect(sensor.log.contains("read 2A38"))
             #expect(sensor.log.contains("subscribed 2A37"))
         }
+        // The link goes down before the next test: a released manager does not wait for it.
+        let peripheral = try #require(monitorQueue.sync { monitor.heartRatePeripheral })
+        monitorQueue.sync { monitor.centralManager.cancelPeripheralConnection(peripheral) }
+        try await waitUntil("disconnected", timeout: .seconds(30)) {
+            monitorQueue.sync { peripheral.state == .disconnected }
+        }
     }
 }

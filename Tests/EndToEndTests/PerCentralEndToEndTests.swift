@@ -113,6 +113,10 @@ extension EndToEndTests {
         for (index, (central, _)) in centrals.enumerated() {
             central.cancelPeripheralConnection(remotes[index].0)
         }
+        // The links go down before the next test: a released manager does not wait for them.
+        try await waitUntil("disconnected", timeout: .seconds(30)) {
+            remotes.allSatisfy { $0.0.state == .disconnected }
+        }
         manager.stopAdvertising()
         manager.removeAllServices()
     }

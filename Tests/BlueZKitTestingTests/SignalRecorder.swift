@@ -1,5 +1,4 @@
 import DBus
-import Synchronization
 import Testing
 
 /// Every signal a client received, with waiting for the next one that matches.
@@ -17,7 +16,8 @@ final class SignalRecorder: Sendable {
         var nextID = 0
     }
 
-    private let state = Mutex(State())
+    /// Contended (signals arrive while the test waits): a `PosixMutex`, which ThreadSanitizer follows.
+    private let state = PosixMutex(State())
 
     func append(_ message: DBusMessage) {
         let signal = Signal(message)

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Testing
 
 @testable import DBus
@@ -11,7 +10,7 @@ import Testing
 /// keep sockets and queues alive after the test.
 final class TestBus: Sendable {
     let daemon: PrivateBusDaemon
-    private let connections = Mutex<[DBusConnection]>([])
+    private let connections = PosixMutex<[DBusConnection]>([])
 
     init() throws {
         daemon = try PrivateBusDaemon()
@@ -30,8 +29,11 @@ final class TestBus: Sendable {
 }
 
 /// A thread-safe box for values collected by handlers.
+///
+/// Handlers append on a connection's thread while the test polls: contended, so a `PosixMutex`,
+/// whose hand-over ThreadSanitizer sees (it misses `Synchronization.Mutex`'s contended one).
 final class Collected<T: Sendable>: Sendable {
-    private let storage = Mutex<[T]>([])
+    private let storage = PosixMutex<[T]>([])
     func append(_ value: T) { storage.withLock { $0.append(value) } }
     var values: [T] { storage.withLock { $0 } }
     var count: Int { storage.withLock { $0.count } }
@@ -40,8 +42,8 @@ final class Collected<T: Sendable>: Sendable {
 
 /// A thread-safe value shared between a test and its handlers.
 final class Locked<T: Sendable>: Sendable {
-    private let storage: Mutex<T>
-    init(_ value: T) { storage = Mutex(value) }
+    private let storage: PosixMutex<T>
+    init(_ value: T) { storage = PosixMutex(value) }
     var value: T {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }

@@ -668,7 +668,9 @@ final class ClientSocket: Sendable {
     private var fd: Int32 { descriptor.withLock { $0 } }
 
     /// The next datagram, end of file, or nothing within `timeout` (polls without blocking a thread).
-    func receive(timeout: Duration = .seconds(5)) async -> Received {
+    /// The default, a wait for a datagram that should come, is scaled by `TestTime.scale`; the short
+    /// ones that check nothing comes are not.
+    func receive(timeout: Duration = TestTime.scaled(.seconds(5))) async -> Received {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         while true {

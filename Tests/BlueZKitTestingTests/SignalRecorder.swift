@@ -1,4 +1,5 @@
 import DBus
+import TestSupport
 import Testing
 
 /// Every signal a client received, with waiting for the next one that matches.
@@ -38,7 +39,8 @@ final class SignalRecorder: Sendable {
 
     func since(_ mark: Int) -> [Signal] { state.withLock { Array($0.signals.dropFirst(mark)) } }
 
-    /// The first signal at or after `mark` that matches, waiting up to `timeout` for it; nil on timeout.
+    /// The first signal at or after `mark` that matches, waiting up to `timeout` (times
+    /// `TestTime.scale`) for it; nil on timeout.
     func first(
         from mark: Int = 0, timeout: Duration = .seconds(5), where predicate: @escaping @Sendable (Signal) -> Bool
     ) async -> Signal? {
@@ -47,7 +49,7 @@ final class SignalRecorder: Sendable {
             return state.nextID
         }
         let timer = Task {
-            try? await Task.sleep(for: timeout)
+            try? await Task.sleep(for: TestTime.scaled(timeout))
             self.cancelWaiter(id)
         }
         defer { timer.cancel() }

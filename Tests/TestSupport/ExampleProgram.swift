@@ -211,12 +211,13 @@ public struct ExampleProgramError: Error, CustomStringConvertible {
 }
 
 /// Polls `condition` every 5 ms until it holds (no fixed sleep stands in for it); after `timeout`
-/// records an issue at the caller, with `diagnostics`, and throws.
+/// (times ``TestTime/scale``) records an issue at the caller, with `diagnostics`, and throws.
 public func pollUntil(
     _ what: String, timeout: Duration = .seconds(20), diagnostics: () -> String = { "" },
     sourceLocation: SourceLocation = SourceLocation(fileID: #fileID, filePath: #filePath, line: #line, column: #column),
     _ condition: () async throws -> Bool
 ) async throws {
+    let timeout = TestTime.scaled(timeout)
     let deadline = ContinuousClock.now + timeout
     while ContinuousClock.now < deadline {
         if try await condition() { return }

@@ -87,7 +87,11 @@ extension CentralEngine {
         link.attemptInFlight = true
         link.attempts += 1
         link.advertisedDuringAttempt = false
+        let teardown = teardowns.removeValue(forKey: id)
         link.attemptTask = Task {
+            // Not while the link of a cancelled request is being taken down: this Connect
+            // would find it still up and succeed at once, and the Disconnect then end it.
+            await teardown?.value
             let result: BlueZError?
             do throws(BlueZError) {
                 try await client.connect(id)
@@ -105,9 +109,14 @@ extension CentralEngine {
 
     private func attemptFinished(_ id: DeviceID, error: BlueZError?) {
         guard var link = links[id], link.phase == .pending else {
-            // Cancelled while Connect was on its way: take the link down again.
+            // Cancelled while Connect was on its way: take the link down again, before any
+            // later request's Connect (see `attempt`).
             if error == nil, links[id] == nil {
-                Task { try? await client.disconnect(id) }
+                let previous = teardowns[id]
+                teardowns[id] = Task {
+                    await previous?.value
+                    try? await client.disconnect(id)
+                }
             }
             return
         }

@@ -32,6 +32,9 @@ final class CentralEngine: @unchecked Sendable {
     var restoredLinks: [DeviceID] = []
     /// Restored subscriptions to enable again once the peripheral is connected and resolved.
     var restoredSubscriptions: [DeviceID: [BlueZClient.AttributeID]] = [:]
+    /// The `Disconnect` of a link that came up after its request was cancelled; the next
+    /// request for the device waits for it (`CentralEngine+Connections.swift`).
+    var teardowns: [DeviceID: Task<Void, Never>] = [:]
     let discoveryChain = Mutex<Task<Void, Never>?>(nil)
 
     /// What a running scan reports and has reported.

@@ -77,6 +77,33 @@ import Testing
         #expect(fixture.delegate.links == ["disconnected HRM nil disconnected", "connected HRM connected"])
     }
 
+    /// A cancelled request whose `Connect` still succeeds at bluetoothd has its link taken down;
+    /// a new request meanwhile must not get that link (its `Connect` succeeds at once while it
+    /// is up) and then lose it to the `Disconnect`. Seen under ThreadSanitizer's timing in
+    /// `cancelsAPendingConnection`: "connected", then "disconnected peripheralDisconnected".
+    @Test func aNewRequestIsNotEndedByTheTeardownOfACancelledOne() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await Self.discoverSensor(fixture)
+        // The request's Connect takes 2 s; it is cancelled meanwhile, and succeeds after all.
+        // Taking that link down (Disconnect) then takes 1 s.
+        fixture.bluez.inject(.delay(.seconds(2)), for: .connect)
+        fixture.bluez.inject(.delay(.seconds(1)), for: .disconnect)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connecting") { peripheral.state == .connecting }
+        fixture.central.cancelPeripheralConnection(peripheral)
+        try await waitUntil("cancelled") { fixture.delegate.links == ["disconnected HRM nil disconnected"] }
+        try await waitUntil("the cancelled request's link is up") { sensor.isConnected }
+        // Its reply reaches the manager (nothing it posts tells when) before the new request.
+        try await Task.sleep(for: TestTime.scaled(.milliseconds(300)))
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected by the new request") { fixture.delegate.links.count >= 2 }
+        // Longer than the Disconnect takes: a link it ended would be reported by now.
+        try await Task.sleep(for: TestTime.scaled(.milliseconds(1500)))
+        #expect(fixture.delegate.links == ["disconnected HRM nil disconnected", "connected HRM connected"])
+        #expect(sensor.isConnected)
+        #expect(peripheral.state == .connected)
+    }
+
     @Test func reportsALostLinkWithAnError() async throws {
         let fixture = try await CentralFixture.make()
         let (sensor, peripheral) = try await Self.discoverSensor(fixture)

@@ -22,26 +22,31 @@ let package = Package(
             pkgConfig: "dbus-1",
             providers: [.apt(["libdbus-1-dev"])]
         ),
+        // PosixMutex, the package's lock (ThreadSanitizer follows it), for every module.
+        .target(
+            name: "Locking",
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "DBus",
-            dependencies: ["CDBus"],
+            dependencies: ["CDBus", "Locking"],
             swiftSettings: strictSettings
         ),
         .target(
             name: "BlueZ",
-            dependencies: ["DBus"],
+            dependencies: ["DBus", "Locking"],
             swiftSettings: strictSettings
         ),
         .target(
             name: "BlueZKit",
-            dependencies: ["BlueZ"],
+            dependencies: ["BlueZ", "Locking"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "BlueZKitTests",
             dependencies: [
                 "BlueZKit", "BlueZ", "BlueZKitTesting", "DBus", "TestSupport", "CoreBluetoothPort",
-                "CoreBluetoothPortSwift5",
+                "CoreBluetoothPortSwift5", "Locking",
             ],
             swiftSettings: strictSettings
         ),
@@ -69,12 +74,12 @@ let package = Package(
         ),
         .target(
             name: "BlueZKitTesting",
-            dependencies: ["DBus"],
+            dependencies: ["DBus", "Locking"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "BlueZKitTestingTests",
-            dependencies: ["BlueZKitTesting", "DBus", "TestSupport"],
+            dependencies: ["BlueZKitTesting", "DBus", "TestSupport", "Locking"],
             swiftSettings: strictSettings
         ),
         .executableTarget(
@@ -128,6 +133,7 @@ let package = Package(
         ),
         .target(
             name: "TestSupport",
+            dependencies: ["Locking"],
             path: "Tests/TestSupport",
             swiftSettings: strictSettings
         ),
@@ -138,12 +144,12 @@ let package = Package(
         ),
         .testTarget(
             name: "DBusTests",
-            dependencies: ["DBus", "TestSupport"],
+            dependencies: ["DBus", "TestSupport", "Locking"],
             swiftSettings: strictSettings
         ),
         .testTarget(
             name: "BlueZAgentTests",
-            dependencies: ["BlueZ", "DBus", "TestSupport"],
+            dependencies: ["BlueZ", "DBus", "TestSupport", "Locking"],
             swiftSettings: strictSettings
         ),
     ],

@@ -1,6 +1,6 @@
 internal import CDBus
 import Dispatch
-import Synchronization
+import Locking
 
 extension DBusConnection {
     /// The default time a method call may take before it fails with `timeout`.
@@ -95,9 +95,8 @@ extension DBusConnection {
         /// caller has suspended, the runtime's `swift_continuation_await` sees it already resumed
         /// and goes on without telling TSan (its acquire is in the uninstrumented runtime), so TSan
         /// reported the message built on the reading thread and read by the caller as a race.
-        /// The lock is never contended (the caller takes the reply after being resumed, which is
-        /// after the store), so this is `Mutex`'s inlined fast path, which TSan follows.
-        let reply = Mutex<Result<DBusMessage, DBusError>?>(nil)
+        /// A `PosixMutex`, whose lock and unlock TSan follows.
+        let reply = PosixMutex<Result<DBusMessage, DBusError>?>(nil)
     }
 
     func startCall(

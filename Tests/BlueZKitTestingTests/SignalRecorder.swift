@@ -1,4 +1,5 @@
 import DBus
+import Locking
 import TestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 package import DBus
+import Locking
 import Synchronization
 
 /// A pairing agent (`org.bluez.Agent1`): by itself "just works" with the `NoInputNoOutput`
@@ -63,7 +64,7 @@ package final class BlueZAgent: Sendable {
     package let connection: DBusConnection
     /// The agent's object path, unique per instance (`/org/bluezkit/agentN`).
     package let path: ObjectPath
-    let state: Mutex<State>
+    let state: PosixMutex<State>
 
     struct State {
         var exported = false
@@ -88,7 +89,7 @@ package final class BlueZAgent: Sendable {
         self.connection = connection
         // Digits only: always a valid object path.
         path = try! ObjectPath("/org/bluezkit/agent\(Self.nextNumber.add(1, ordering: .relaxed).oldValue)")
-        state = Mutex(State())
+        state = PosixMutex(State())
     }
 
     /// Whether bluetoothd holds the registration (until ``unregister()`` or bluetoothd's `Release`).

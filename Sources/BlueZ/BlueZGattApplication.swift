@@ -1,6 +1,6 @@
 package import DBus
 import Dispatch
-import Synchronization
+import Locking
 
 /// A local GATT application as bluetoothd wants it: an ObjectManager at the
 /// application's root with `GattService1`, `GattCharacteristic1` and
@@ -80,7 +80,7 @@ package final class BlueZGattApplication: Sendable {
 
     /// The confirmation callbacks given to `notify`, by characteristic path.
     private final class ConfirmationHandlers: Sendable {
-        let handlers = Mutex<[ObjectPath: @Sendable () -> Void]>([:])
+        let handlers = PosixMutex<[ObjectPath: @Sendable () -> Void]>([:])
     }
 
     package let connection: DBusConnection

@@ -1,5 +1,5 @@
 package import Dispatch
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -26,7 +26,7 @@ package final class BlueZNotifyLink: @unchecked Sendable {
     package let mtu: Int
     private let fd: Int32
     private let queue: DispatchQueue
-    private let state = Mutex(State())
+    private let state = PosixMutex(State())
     private let watchers: Watchers
 
     /// `@unchecked Sendable`: dispatch sources are thread-safe objects, used only under the lock.
@@ -147,7 +147,7 @@ package final class BlueZNotifyLink: @unchecked Sendable {
 /// Closes a descriptor once the last dispatch source watching it was cancelled.
 private final class Watchers: Sendable {
     private let fd: Int32
-    private let count = Mutex(1)
+    private let count = PosixMutex(1)
 
     init(fd: Int32) { self.fd = fd }
 

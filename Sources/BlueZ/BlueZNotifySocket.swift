@@ -1,6 +1,7 @@
 package import DBus
 package import Dispatch
 import Foundation
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -153,5 +154,5 @@ package final class BlueZNotifySocket: @unchecked Sendable {
 /// and the descriptor while the reading thread has it open (-1 after it closed it).
 private final class EndFlag: Sendable {
     let value = Atomic<Bool>(false)
-    let descriptor = Mutex<Int32>(-1)
+    let descriptor = PosixMutex<Int32>(-1)
 }

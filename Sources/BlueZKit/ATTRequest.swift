@@ -1,6 +1,6 @@
 import BlueZ
 public import Foundation
-import Synchronization
+import Locking
 
 /// A remote central, as a peripheral manager sees it.
 public final class Central: Sendable, Hashable, CustomStringConvertible {
@@ -24,7 +24,7 @@ public final class Central: Sendable, Hashable, CustomStringConvertible {
 
 /// A read or write request from a central, answered with ``PeripheralManager/respond(to:withResult:)``.
 ///
-/// The invariant behind `@unchecked Sendable`: `value` sits behind a `Mutex`.
+/// The invariant behind `@unchecked Sendable`: `value` sits behind a `PosixMutex`.
 public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
     /// Who asked.
     public let central: Central
@@ -33,14 +33,14 @@ public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
     /// The offset into the value.
     public let offset: Int
     let bluez: BlueZGattRequest
-    private let storage: Mutex<Data?>
+    private let storage: PosixMutex<Data?>
 
     init(central: Central, characteristic: MutableCharacteristic, offset: Int, value: Data?, bluez: BlueZGattRequest) {
         self.central = central
         self.characteristic = characteristic
         self.offset = offset
         self.bluez = bluez
-        self.storage = Mutex(value)
+        self.storage = PosixMutex(value)
     }
 
     /// For a read, set the value to answer with (from `offset` on); for a write, the value written.

@@ -1,11 +1,11 @@
 import Foundation
-import Synchronization
+import Locking
 
 /// The async/await side of a central manager: callers waiting for a connection, a read, a
 /// discovery, and streams of a characteristic's values, resumed from the same events the
 /// delegates get (on the manager's queue, after the delegate call).
 ///
-/// The invariant behind `Sendable`: all state sits behind a `Mutex`.
+/// The invariant behind `Sendable`: all state sits behind a `PosixMutex`.
 final class AsyncWaiters: Sendable {
     typealias Key = ObjectIdentifier
 
@@ -28,7 +28,7 @@ final class AsyncWaiters: Sendable {
         var streams: [Key: [UInt64: Stream]] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = PosixMutex(State())
 
     func makeID() -> UInt64 {
         state.withLock { state in

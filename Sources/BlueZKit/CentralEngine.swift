@@ -1,6 +1,6 @@
 import BlueZ
 import Foundation
-import Synchronization
+import Locking
 
 /// The bus side of a central manager: turns BlueZ's events into Core
 /// Bluetooth events and posts them to the manager. Never calls user code.
@@ -35,7 +35,7 @@ final class CentralEngine: @unchecked Sendable {
     /// The `Disconnect` of a link that came up after its request was cancelled; the next
     /// request for the device waits for it (`CentralEngine+Connections.swift`).
     var teardowns: [DeviceID: Task<Void, Never>] = [:]
-    let discoveryChain = Mutex<Task<Void, Never>?>(nil)
+    let discoveryChain = PosixMutex<Task<Void, Never>?>(nil)
 
     /// What a running scan reports and has reported.
     struct ScanState {

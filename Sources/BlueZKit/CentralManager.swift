@@ -1,7 +1,7 @@
 import BlueZ
 public import Dispatch
 public import Foundation
-import Synchronization
+import Locking
 
 /// Scans for and connects to remote peripherals: Core Bluetooth's `CBCentralManager` on BlueZ.
 ///
@@ -16,13 +16,13 @@ import Synchronization
 /// from any thread.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind a
-/// `Mutex`; the engine's own state lives on its connection's queue.
+/// `PosixMutex`; the engine's own state lives on its connection's queue.
 public final class CentralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
     /// The options the manager was created with.
     public let options: CentralManagerOptions
-    let shared = Mutex(Shared())
+    let shared = PosixMutex(Shared())
     private let delegateReference = WeakDelegate(nil)
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<CentralRestorationRecord>?

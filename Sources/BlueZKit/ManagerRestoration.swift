@@ -1,12 +1,12 @@
 import BlueZ
-import Synchronization
+import Locking
 
 /// The restoration of one manager created with a restore identifier: its claim on the
 /// identifier, the state saved by an earlier process (taken once), and saving on change.
 ///
 /// Created synchronously when the manager is, so the saved state is read before anything
 /// could overwrite it. Failures are logged once and kept in ``error``; a save that fails is
-/// retried with the next change. The invariant behind `Sendable`: state behind a `Mutex`.
+/// retried with the next change. The invariant behind `Sendable`: state behind a `PosixMutex`.
 /// A manager's saved state.
 protocol RestorationRecord: Codable, Hashable, Sendable {
     /// Nothing to restore: the saved state is removed instead of written, so that a later
@@ -18,7 +18,7 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
     let identifier: String
     let store: RestorationStore
     private let role: RestorationStore.Role
-    private let state: Mutex<State>
+    private let state: PosixMutex<State>
 
     private struct State: Sendable {
         var claim: RestorationClaim?
@@ -38,7 +38,7 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
         } catch {
             BlueZLog.warning("restore identifier \(String(reflecting: identifier)): \(error)")
             initial.error = error
-            state = Mutex(initial)
+            state = PosixMutex(initial)
             return
         }
         do throws(RestorationError) {
@@ -48,7 +48,7 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
             BlueZLog.warning("saved state of \(String(reflecting: identifier)) ignored: \(error)")
             initial.error = error
         }
-        state = Mutex(initial)
+        state = PosixMutex(initial)
     }
 
     /// True when another live manager holds the identifier: this one must not run.

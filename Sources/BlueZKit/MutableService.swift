@@ -1,10 +1,10 @@
 public import Foundation
-import Synchronization
+import Locking
 
 /// A service to publish with ``PeripheralManager/add(_:)``, as Core Bluetooth's
 /// `CBMutableService`: a ``Service`` subclass.
 ///
-/// Its state lives in ``Service``'s `Mutex`, the invariant behind `@unchecked Sendable`.
+/// Its state lives in ``Service``'s `PosixMutex`, the invariant behind `@unchecked Sendable`.
 public final class MutableService: Service, @unchecked Sendable {
     /// A service of type `type`; add characteristics before publishing it.
     public init(type: BluetoothUUID, primary: Bool) {
@@ -57,7 +57,7 @@ public final class MutableService: Service, @unchecked Sendable {
 /// One created with a `value` is static: the library answers reads itself
 /// and the value cannot change (Core Bluetooth's rule; it must be read-only).
 /// One created with nil is dynamic: reads and writes reach the delegate.
-/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`.
+/// The invariant behind `@unchecked Sendable`: mutable state sits behind a `PosixMutex`.
 public final class MutableCharacteristic: Characteristic, @unchecked Sendable {
     /// What is published, settable until the service is added.
     private struct Published {
@@ -67,14 +67,14 @@ public final class MutableCharacteristic: Characteristic, @unchecked Sendable {
         var permissions: AttributePermissions
     }
 
-    private let state: Mutex<Published>
-    private let subscribers = Mutex<[Central]>([])
+    private let state: PosixMutex<Published>
+    private let subscribers = PosixMutex<[Central]>([])
 
     /// Creates a characteristic; a non-nil `value` makes it static (cached, read-only).
     public init(
         type: BluetoothUUID, properties: CharacteristicProperties, value: Data?, permissions: AttributePermissions
     ) {
-        self.state = Mutex(Published(value: value, properties: properties, permissions: permissions))
+        self.state = PosixMutex(Published(value: value, properties: properties, permissions: permissions))
         super.init(uuid: type, properties: properties, service: nil, id: .local)
     }
 

@@ -1,6 +1,6 @@
 import BlueZ
 public import Dispatch
-import Synchronization
+import Locking
 
 /// Linux: a manager's pairing agent (`org.bluez.Agent1`), which bluetoothd asks when a pairing
 /// needs a decision. Core Bluetooth has no counterpart.
@@ -20,13 +20,13 @@ import Synchronization
 /// registered still promises a person, so every request is refused and the agent registers
 /// again as `NoInputNoOutput`.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state is behind a `Mutex` or the
+/// The invariant behind `@unchecked Sendable`: mutable state is behind a `PosixMutex` or the
 /// lock of `WeakDelegate`.
 public final class PairingAgent: @unchecked Sendable {
     /// The queue the delegate is called on: the manager's.
     public let queue: DispatchQueue
     private let delegateReference = WeakDelegate(nil)
-    private let shared = Mutex(Shared())
+    private let shared = PosixMutex(Shared())
 
     private struct Shared {
         var capability = IOCapability.noInputNoOutput

@@ -1,5 +1,5 @@
 public import Foundation
-import Synchronization
+import Locking
 
 /// A remote peripheral seen by a central manager.
 ///
@@ -8,7 +8,7 @@ import Synchronization
 /// manager's queue right before the delegate call that reports the change.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state sits behind a
-/// `Mutex`; `id` is immutable.
+/// `PosixMutex`; `id` is immutable.
 public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// A stable identifier, derived from the local adapter's and the
     /// device's addresses: the same across process and bluetoothd restarts,
@@ -18,7 +18,7 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
 
     let deviceID: DeviceID
     weak var engine: CentralEngine?
-    private let mutable: Mutex<State>
+    private let mutable: PosixMutex<State>
     private let delegateReference = WeakDelegate(nil)
 
     struct State {
@@ -32,7 +32,7 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
         self.identifier = identifier
         self.deviceID = deviceID
         self.engine = engine
-        self.mutable = Mutex(State(name: name))
+        self.mutable = PosixMutex(State(name: name))
     }
 
     /// The object that receives this peripheral's events (on the central manager's queue), held weakly.

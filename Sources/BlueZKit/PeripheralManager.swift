@@ -1,7 +1,7 @@
 import BlueZ
 public import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 /// Publishes services and advertises them: Core Bluetooth's `CBPeripheralManager` on BlueZ.
 ///
@@ -29,14 +29,14 @@ import Synchronization
 /// subscriber and counts later ones silently, where `StartNotify` is called for each central that
 /// subscribes. bluetoothd publishes no version: `Adapter1.Connectable` (5.79) is the probe.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state is behind `Mutex`es.
+/// The invariant behind `@unchecked Sendable`: mutable state is behind `PosixMutex`es.
 public final class PeripheralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
     /// The options the manager was created with.
     public let options: PeripheralManagerOptions
     private let delegateReference = WeakDelegate(nil)
-    let shared = Mutex(Shared())
+    let shared = PosixMutex(Shared())
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.

@@ -1,5 +1,5 @@
 package import Foundation
-import Synchronization
+import Locking
 
 /// A live manager's hold on a restore identifier in one store directory.
 ///
@@ -14,7 +14,7 @@ package final class RestorationClaim: Sendable {
     /// The directory of the store the identifier was claimed in.
     package let directory: URL
     private let key: RestorationClaimRegistry.Key
-    private let isHeld = Mutex(true)
+    private let isHeld = PosixMutex(true)
 
     fileprivate init(identifier: String, directory: URL, key: RestorationClaimRegistry.Key) {
         self.identifier = identifier
@@ -67,7 +67,7 @@ private enum RestorationClaimRegistry {
         var identifier: [UInt8]
     }
 
-    private static let claimed = Mutex<Set<Key>>([])
+    private static let claimed = PosixMutex<Set<Key>>([])
 
     /// Adds `key`; false when it is already claimed.
     static func insert(_ key: Key) -> Bool {

@@ -1,13 +1,13 @@
 import BlueZ
 public import Foundation
-import Synchronization
+import Locking
 
 /// A service of a remote peripheral, found by ``Peripheral/discoverServices(_:)``, as Core
 /// Bluetooth's `CBService`.
 ///
 /// As in Core Bluetooth, ``MutableService`` (a service you publish) is a subclass. Only
 /// BlueZKit creates subclasses. The invariant behind `@unchecked Sendable`: mutable state
-/// sits behind a `Mutex`, in this class and in its subclasses.
+/// sits behind a `PosixMutex`, in this class and in its subclasses.
 public class Service: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The service's UUID.
     public let uuid: BluetoothUUID
@@ -16,7 +16,7 @@ public class Service: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The peripheral the service belongs to (nil for a ``MutableService``).
     public private(set) weak var peripheral: Peripheral?
     let id: BlueZClient.AttributeID
-    private let discovered = Mutex<([Characteristic]?, [Service]?)>((nil, nil))
+    private let discovered = PosixMutex<([Characteristic]?, [Service]?)>((nil, nil))
 
     init(uuid: BluetoothUUID, isPrimary: Bool, peripheral: Peripheral?, id: BlueZClient.AttributeID) {
         self.uuid = uuid
@@ -46,7 +46,7 @@ public class Service: @unchecked Sendable, Hashable, CustomStringConvertible {
 /// `value` and `isNotifying` are updated on the manager's queue right before
 /// the delegate call that reports them. As in Core Bluetooth,
 /// ``MutableCharacteristic`` is a subclass; only BlueZKit creates subclasses. The
-/// invariant behind `@unchecked Sendable`: mutable state sits behind a `Mutex`, in
+/// invariant behind `@unchecked Sendable`: mutable state sits behind a `PosixMutex`, in
 /// this class and in its subclasses.
 public class Characteristic: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The characteristic's UUID.
@@ -58,7 +58,7 @@ public class Characteristic: @unchecked Sendable, Hashable, CustomStringConverti
     /// The service it belongs to (nil for a ``MutableCharacteristic``).
     public private(set) weak var service: Service?
     let id: BlueZClient.AttributeID
-    private let mutable = Mutex<(value: Data?, notifying: Bool, descriptors: [Descriptor]?)>((nil, false, nil))
+    private let mutable = PosixMutex<(value: Data?, notifying: Bool, descriptors: [Descriptor]?)>((nil, false, nil))
 
     init(
         uuid: BluetoothUUID, properties: CharacteristicProperties, service: Service?, id: BlueZClient.AttributeID
@@ -92,14 +92,14 @@ public class Characteristic: @unchecked Sendable, Hashable, CustomStringConverti
 ///
 /// As in Core Bluetooth, ``MutableDescriptor`` is a subclass; only BlueZKit creates
 /// subclasses. The invariant behind `@unchecked Sendable`: mutable state sits behind a
-/// `Mutex`, in this class and in its subclasses.
+/// `PosixMutex`, in this class and in its subclasses.
 public class Descriptor: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// The descriptor's UUID.
     public let uuid: BluetoothUUID
     /// The characteristic it belongs to (nil for a ``MutableDescriptor``).
     public private(set) weak var characteristic: Characteristic?
     let id: BlueZClient.AttributeID
-    private let mutable = Mutex<Data?>(nil)
+    private let mutable = PosixMutex<Data?>(nil)
 
     init(uuid: BluetoothUUID, characteristic: Characteristic?, id: BlueZClient.AttributeID) {
         self.uuid = uuid

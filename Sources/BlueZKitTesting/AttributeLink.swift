@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Ties an attribute to the peripheral that holds it, its ATT handle and its path below the device object.
 final class AttributeLink: Sendable {
@@ -8,7 +8,7 @@ final class AttributeLink: Sendable {
         var pathSuffix = ""
     }
 
-    private let state = Mutex(State())
+    private let state = PosixMutex(State())
 
     func attach(to peripheral: SimulatedPeripheral, handle: UInt16, pathSuffix: String) {
         state.withLock {

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A simulated Bluetooth controller, served by the simulated bluetoothd as `org.bluez.Adapter1` at `/org/bluez/hciN`.
 ///
@@ -60,7 +60,7 @@ public final class SimulatedAdapter: Sendable {
     public let name: String
     /// The controller address.
     public let address: String
-    private let coreReference: Mutex<WeakCore>
+    private let coreReference: PosixMutex<WeakCore>
 
     struct WeakCore {
         weak var core: SimulatorCore?
@@ -69,7 +69,7 @@ public final class SimulatedAdapter: Sendable {
     init(name: String, address: String, core: SimulatorCore) {
         self.name = name
         self.address = address
-        self.coreReference = Mutex(WeakCore(core: core))
+        self.coreReference = PosixMutex(WeakCore(core: core))
     }
 
     private var core: SimulatorCore? { coreReference.withLock { $0.core } }

@@ -1,5 +1,6 @@
 internal import DBus
 import Glibc
+import Locking
 import Synchronization
 
 /// A simulated bluetoothd 5.66 on a private `dbus-daemon`: adapters, virtual peripherals, and fault injection.
@@ -55,7 +56,7 @@ import Synchronization
 public final class SimulatedBlueZ: Sendable {
     let core: SimulatorCore
     private let daemon: PrivateBusDaemon
-    private let handles = Mutex<[String: SimulatedAdapter]>([:])
+    private let handles = PosixMutex<[String: SimulatedAdapter]>([:])
     private let stopped = Atomic<Bool>(false)
 
     /// The private bus's address, for `DBUS_SYSTEM_BUS_ADDRESS` (its GUID changes with

@@ -1,5 +1,5 @@
 internal import DBus
-import Synchronization
+import Locking
 
 /// A virtual remote device connected to a simulated adapter as a central: it reads, writes and
 /// subscribes to the characteristics of the GATT applications registered on that adapter, and the
@@ -62,15 +62,15 @@ public final class SimulatedCentral: Sendable {
     public let adapter: SimulatedAdapter
     /// The ATT MTU of the link, passed to the application as the `mtu` option.
     public let mtu: UInt16
-    private let coreReference: Mutex<SimulatedAdapter.WeakCore>
-    private let subscriptions = Mutex<[String: Subscription]>([:])
-    private let confirmations = Mutex(Confirmations())
+    private let coreReference: PosixMutex<SimulatedAdapter.WeakCore>
+    private let subscriptions = PosixMutex<[String: Subscription]>([:])
+    private let confirmations = PosixMutex(Confirmations())
 
     init(address: String, adapter: SimulatedAdapter, mtu: UInt16, core: SimulatorCore) {
         self.address = address
         self.adapter = adapter
         self.mtu = mtu
-        self.coreReference = Mutex(.init(core: core))
+        self.coreReference = PosixMutex(.init(core: core))
     }
 
     deinit {

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A characteristic in a simulated peripheral's GATT database.
 ///
@@ -31,7 +31,7 @@ public final class SimulatedCharacteristic: Sendable {
     public let descriptors: [SimulatedDescriptor]
     let readHandler: ReadHandler?
     let writeHandler: WriteHandler?
-    let storage: Mutex<[UInt8]>
+    let storage: PosixMutex<[UInt8]>
     let link = AttributeLink()
 
     /// A characteristic with a stored value and optional handlers that replace the stored-value behaviour.
@@ -42,7 +42,7 @@ public final class SimulatedCharacteristic: Sendable {
         self.uuid = uuid
         self.flags = flags
         self.descriptors = descriptors
-        self.storage = Mutex(value)
+        self.storage = PosixMutex(value)
         self.readHandler = onRead
         self.writeHandler = onWrite
     }

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A descriptor in a simulated peripheral's GATT database.
 ///
@@ -21,7 +21,7 @@ public final class SimulatedDescriptor: Sendable {
     public let flags: [String]
     let readHandler: ReadHandler?
     let writeHandler: WriteHandler?
-    let storage: Mutex<[UInt8]>
+    let storage: PosixMutex<[UInt8]>
     let link = AttributeLink()
 
     /// A descriptor with a stored value and optional handlers that replace the stored-value behaviour.
@@ -31,7 +31,7 @@ public final class SimulatedDescriptor: Sendable {
     ) {
         self.uuid = uuid
         self.flags = flags
-        self.storage = Mutex(value)
+        self.storage = PosixMutex(value)
         self.readHandler = onRead
         self.writeHandler = onWrite
     }

@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// A virtual LE peripheral in radio range of a simulated adapter: what it advertises and its GATT database.
 ///
@@ -53,10 +53,10 @@ public final class SimulatedPeripheral: Sendable {
     /// The six-digit passkey of passkey-entry pairing (shown on whichever side displays) and the
     /// value of numeric comparison; a passkey typed into the agent must equal it.
     public let passkey: UInt32
-    let advertisement: Mutex<Advertisement>
-    let attachment = Mutex(Attachment())
+    let advertisement: PosixMutex<Advertisement>
+    let attachment = PosixMutex(Attachment())
     /// The services of the GATT database (the simulator's queue commits changes while attached).
-    let database: Mutex<[SimulatedService]>
+    let database: PosixMutex<[SimulatedService]>
 
     /// A peripheral with its advertising data and GATT database.
     ///
@@ -78,11 +78,11 @@ public final class SimulatedPeripheral: Sendable {
         self.passkey = passkey % 1_000_000
         self.address = BluetoothText.address(address) ?? address
         self.addressType = addressType
-        self.database = Mutex(services)
+        self.database = PosixMutex(services)
         self.includesStandardServices = includesStandardServices
         self.maximumMTU = maximumMTU
         self.advertisingInterval = advertisingInterval
-        self.advertisement = Mutex(
+        self.advertisement = PosixMutex(
             Advertisement(
                 name: name, rssi: rssi, txPower: txPower, serviceUUIDs: serviceUUIDs,
                 manufacturerData: manufacturerData, serviceData: serviceData, flags: advertisingFlags,

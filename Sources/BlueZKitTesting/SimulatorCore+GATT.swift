@@ -1,5 +1,5 @@
 internal import DBus
-import Synchronization
+import Locking
 
 /// `GattCharacteristic1` and `GattDescriptor1` of remote devices (`src/gatt-client.c`), served by the
 /// simulated peripheral's GATT database.
@@ -123,7 +123,7 @@ extension SimulatorCore {
     }
 
     private func serveRead(
-        _ handler: SimulatedCharacteristic.ReadHandler?, _ storage: borrowing Mutex<[UInt8]>, _ flags: AttributeFlags,
+        _ handler: SimulatedCharacteristic.ReadHandler?, _ storage: PosixMutex<[UInt8]>, _ flags: AttributeFlags,
         _ offset: Int,
         device: DeviceState
     ) -> Result<[UInt8], SimulatedATTError> {
@@ -243,7 +243,7 @@ extension SimulatorCore {
     }
 
     private func serveWrite(
-        _ handler: SimulatedCharacteristic.WriteHandler?, _ storage: borrowing Mutex<[UInt8]>, _ flags: AttributeFlags,
+        _ handler: SimulatedCharacteristic.WriteHandler?, _ storage: PosixMutex<[UInt8]>, _ flags: AttributeFlags,
         _ request: SimulatedWriteRequest, device: DeviceState
     ) -> SimulatedATTError? {
         guard flags.writable else { return .writeNotPermitted }

@@ -1,5 +1,6 @@
 internal import CDBus
 package import Dispatch
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -27,13 +28,13 @@ package final class DBusConnection: @unchecked Sendable {
     /// queue; off the queue use ``withRaw(_:)``.
     var raw: OpaquePointer
     /// `raw` for readers off the queue, swapped under this lock so that none uses a freed one.
-    let sharedRaw: Mutex<RawPointer>
+    let sharedRaw: PosixMutex<RawPointer>
     /// Where to connect again and when; nil when losing the connection is final.
     let reconnection: (address: String, policy: ReconnectPolicy)?
     /// Whether the connection is to a message bus (sent `Hello`).
     package let isBus: Bool
 
-    private let uniqueNameStorage = Mutex<BusName?>(nil)
+    private let uniqueNameStorage = PosixMutex<BusName?>(nil)
     let openStorage = Atomic<Bool>(true)
     /// A drain is queued and has not started (see `scheduleDrain`); any thread.
     let drainRequested = Atomic<Bool>(false)
@@ -124,7 +125,7 @@ package final class DBusConnection: @unchecked Sendable {
         raw: OpaquePointer, queue: DispatchQueue, isBus: Bool, reconnection: (String, ReconnectPolicy)?
     ) {
         self.raw = raw
-        self.sharedRaw = Mutex(RawPointer(raw))
+        self.sharedRaw = PosixMutex(RawPointer(raw))
         self.queue = queue
         self.isBus = isBus
         self.reconnection = reconnection.map { (address: $0.0, policy: $0.1) }

@@ -1,6 +1,6 @@
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -34,7 +34,7 @@ final class DBusReadWatchThread: Sendable {
     }
 
     private final class Shared: Sendable {
-        let state = Mutex(State())
+        let state = PosixMutex(State())
     }
 
     private let shared = Shared()

@@ -1,3 +1,4 @@
+import Locking
 import Synchronization
 
 /// A live signal subscription. Cancelling it (or releasing the last reference)
@@ -5,9 +6,9 @@ import Synchronization
 /// removes the match rule from the bus when no other subscription uses it.
 package final class DBusSubscription: Sendable {
     let isCancelled = Atomic<Bool>(false)
-    private let onCancel: Mutex<(@Sendable () -> Void)?>
+    private let onCancel: PosixMutex<(@Sendable () -> Void)?>
 
-    init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = Mutex(onCancel) }
+    init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = PosixMutex(onCancel) }
 
     /// Stops the subscription; idempotent.
     package func cancel() {

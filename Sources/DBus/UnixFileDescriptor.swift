@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -11,10 +11,10 @@ import Synchronization
 /// Appending one to a message makes libdbus duplicate it, so the sender keeps
 /// its own copy and closes it as usual.
 package final class UnixFileDescriptor: Sendable, Hashable, CustomStringConvertible {
-    private let state: Mutex<Int32>
+    private let state: PosixMutex<Int32>
 
     /// Takes ownership of `fd`.
-    package init(owning fd: Int32) { state = Mutex(fd) }
+    package init(owning fd: Int32) { state = PosixMutex(fd) }
 
     /// The descriptor, or -1 once taken or closed. Valid only while this object owns it.
     package var rawValue: Int32 { state.withLock { $0 } }

@@ -1,6 +1,6 @@
 import BlueZ
 import DBus
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,7 +12,7 @@ import Testing
     @Test func answersWithTheRespondersPasskeyAndRefusals() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
-        let asked = Mutex<[BlueZAgent.Request]>([])
+        let asked = PosixMutex<[BlueZAgent.Request]>([])
         agent.setResponder { _, request, answer in
             guard let request else { return }
             asked.withLock { $0.append(request) }
@@ -35,8 +35,8 @@ import Testing
     @Test func cancelEndsARequestTheResponderNeverAnswers() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)
-        let cancelled = Mutex(false)
-        let pending = Mutex<(@Sendable (BlueZAgent.Answer) -> Void)?>(nil)
+        let cancelled = PosixMutex(false)
+        let pending = PosixMutex<(@Sendable (BlueZAgent.Answer) -> Void)?>(nil)
         agent.setResponder { device, _, answer in
             if device == nil { cancelled.withLock { $0 = true } } else { pending.withLock { $0 = answer } }
         }

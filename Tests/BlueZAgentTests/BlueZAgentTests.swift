@@ -1,6 +1,6 @@
 import BlueZ
 import DBus
-import Synchronization
+import Locking
 import Testing
 
 /// `BlueZAgent` through a private dbus-daemon, with a stand-in bluetoothd: a second connection
@@ -158,7 +158,7 @@ final class AgentTestBus: Sendable {
     let app: DBusConnection
     let bluetoothd: DBusConnection
     let manager = FakeAgentManager()
-    private let opened = Mutex<[DBusConnection]>([])
+    private let opened = PosixMutex<[DBusConnection]>([])
 
     init(withBluetoothd: Bool = true) async throws {
         daemon = try PrivateBusDaemon()
@@ -201,7 +201,7 @@ final class FakeAgentManager: Sendable {
     }
 
     private final class Storage: Sendable {
-        let mutex = Mutex<(calls: [Call], errors: [String: String])>(([], [:]))
+        let mutex = PosixMutex<(calls: [Call], errors: [String: String])>(([], [:]))
     }
     private let storage = Storage()
     var calls: [Call] { storage.mutex.withLock { $0.calls } }

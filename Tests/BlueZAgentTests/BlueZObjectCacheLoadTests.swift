@@ -1,7 +1,7 @@
 import BlueZ
 import DBus
 import Dispatch
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -23,9 +23,9 @@ import Testing
     }
 
     final class StandIn: Sendable {
-        let answers: Mutex<[Answer]>
-        let calls = Mutex(0)
-        init(_ answers: [Answer]) { self.answers = Mutex(answers) }
+        let answers: PosixMutex<[Answer]>
+        let calls = PosixMutex(0)
+        init(_ answers: [Answer]) { self.answers = PosixMutex(answers) }
 
         static func adapterTree() -> DBusValue {
             let adapter = DBusValue.stringVariantDictionary([
@@ -75,7 +75,7 @@ import Testing
     }
 
     final class Recorder: Sendable {
-        let events = Mutex<[String]>([])
+        let events = PosixMutex<[String]>([])
         var log: [String] { events.withLock { $0 } }
         func record(_ event: BlueZObjectCache.Event) {
             let name: String

@@ -1,6 +1,6 @@
 import BlueZKitTesting
 import DBus
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -569,7 +569,7 @@ struct Probe {
 
     /// The writes a characteristic's handler saw, in order.
     final class WriteLog: Sendable {
-        private let requests = Mutex<[SimulatedWriteRequest]>([])
+        private let requests = PosixMutex<[SimulatedWriteRequest]>([])
         var all: [SimulatedWriteRequest] { requests.withLock { $0 } }
         func record(_ request: SimulatedWriteRequest) { requests.withLock { $0.append(request) } }
     }
@@ -636,7 +636,7 @@ final class ClientSocket: Sendable {
         case nothing
     }
 
-    private let descriptor: Mutex<Int32>
+    private let descriptor: PosixMutex<Int32>
     let mtu: UInt16
 
     /// Takes the descriptor out of an `AcquireNotify` or `AcquireWrite` reply.
@@ -644,7 +644,7 @@ final class ClientSocket: Sendable {
         let arguments = try reply.arguments()
         #expect(reply.signature == "hq")
         let fd = try #require(arguments.first?.unixFDValue).take()
-        descriptor = Mutex(fd)
+        descriptor = PosixMutex(fd)
         guard arguments.count == 2, case .uint16(let mtu) = arguments[1] else {
             Glibc.close(fd)
             throw DBusError(.invalidArgs, "AcquireNotify/AcquireWrite replies (h fd, q mtu)")

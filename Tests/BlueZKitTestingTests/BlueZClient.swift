@@ -1,11 +1,11 @@
 import DBus
-import Synchronization
+import Locking
 
 /// A raw D-Bus client of the simulated bluetoothd: calls and a record of every signal it receives.
 final class BlueZClient: Sendable {
     let connection: DBusConnection
     let signals = SignalRecorder()
-    private let subscription: Mutex<DBusSubscription?> = Mutex(nil)
+    private let subscription: PosixMutex<DBusSubscription?> = PosixMutex(nil)
 
     init(address: String) async throws {
         connection = try await DBusConnection.open(address: address, label: "test.client")

@@ -1,6 +1,6 @@
 import BlueZKitTesting
 import DBus
-import Synchronization
+import Locking
 import Testing
 
 @Suite struct GATTTests {
@@ -211,7 +211,7 @@ import Testing
 
     /// An agent on the test's connection that answers `RequestAuthorization` and records it.
     final class TestAgent: Sendable {
-        let authorizations = Mutex<[String]>([])
+        let authorizations = PosixMutex<[String]>([])
 
         init(on connection: DBusConnection, accepts: Bool) async throws {
             try await connection.export(

@@ -1,6 +1,6 @@
 import BlueZKitTesting
 import DBus
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,9 +12,9 @@ import Testing
         static let path = "/ind/service0/char0"
         /// What the handlers record, shared with them.
         final class Log: Sendable {
-            let calls = Mutex<[String]>([])
+            let calls = PosixMutex<[String]>([])
             /// The senders of the `Confirm` calls.
-            let confirmers = Mutex<[String]>([])
+            let confirmers = PosixMutex<[String]>([])
         }
 
         let connection: DBusConnection

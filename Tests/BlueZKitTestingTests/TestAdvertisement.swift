@@ -1,12 +1,12 @@
 import DBus
-import Synchronization
+import Locking
 
 /// A tiny `org.bluez.LEAdvertisement1` object on its own connection, as BlueZ's `example-advertisement`
 /// exports one: properties for `GetAll`, and a `Release` method that counts its calls.
 final class TestAdvertisement: Sendable {
     /// A count shared with the `Release` handler.
     final class Counter: Sendable {
-        let value = Mutex(0)
+        let value = PosixMutex(0)
     }
 
     let connection: DBusConnection

@@ -1,5 +1,5 @@
 import DBus
-import Synchronization
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -37,7 +37,7 @@ final class TestGATTApplication: Sendable {
 
     /// The state behind a lock, in a class so handlers can share it.
     final class Store: Sendable {
-        private let mutex = Mutex(State())
+        private let mutex = PosixMutex(State())
         func withLock<R: Sendable>(_ body: (inout State) -> R) -> R { mutex.withLock { body(&$0) } }
     }
 

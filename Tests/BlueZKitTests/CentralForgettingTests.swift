@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,8 +12,8 @@ import Testing
     /// Records discoveries by identifier only, so that the test alone decides what it holds.
     final class Discoveries: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.forgetting")
-        let seen = Mutex<[UUID]>([])
-        let held = Mutex<[Peripheral]>([])
+        let seen = PosixMutex<[UUID]>([])
+        let held = PosixMutex<[Peripheral]>([])
         let keeps: Bool
         init(keeps: Bool) { self.keeps = keeps }
         func centralManagerDidUpdateState(_ central: CentralManager) {}

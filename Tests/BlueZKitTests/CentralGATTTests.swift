@@ -1,14 +1,14 @@
 import BlueZKit
 import BlueZKitTesting
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
 /// Records what a peripheral reports, in order.
 final class RecordingPeripheralDelegate: PeripheralDelegate, @unchecked Sendable {
-    private let log = Mutex<[String]>([])
-    private let errors = Mutex<[any Error]>([])
+    private let log = PosixMutex<[String]>([])
+    private let errors = PosixMutex<[any Error]>([])
     var events: [String] { log.withLock { $0 } }
     var lastError: (any Error)? { errors.withLock { $0.last } }
 
@@ -48,7 +48,7 @@ final class RecordingPeripheralDelegate: PeripheralDelegate, @unchecked Sendable
 
 @Suite struct CentralGATTTests {
     final class ControlPoint: Sendable {
-        let writes = Mutex<[[UInt8]]>([])
+        let writes = PosixMutex<[[UInt8]]>([])
     }
 
     /// A heart-rate sensor with a GATT database, connected, with its services discovered.

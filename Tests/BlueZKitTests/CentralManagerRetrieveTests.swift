@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -40,7 +40,7 @@ import Testing
     }
 
     final class RSSIRecorder: PeripheralDelegate, @unchecked Sendable {
-        let results = Mutex<[String]>([])
+        let results = PosixMutex<[String]>([])
         func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?) {
             let text = error.map { ($0 as? BluetoothError).map { "\($0.code)" } ?? "\($0)" } ?? "\(RSSI)"
             results.withLock { $0.append(text) }

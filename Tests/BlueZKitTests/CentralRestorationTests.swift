@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -13,14 +13,14 @@ import Testing
     /// Records restoration and everything after it, in order.
     final class Restorer: CentralManagerDelegate, PeripheralDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.restorer")
-        let log = Mutex<[String]>([])
+        let log = PosixMutex<[String]>([])
         /// What willRestoreState carried, in Sendable form.
         struct Restored: Sendable {
             var peripherals: [Peripheral]
             var scanServices: [BluetoothUUID]?
             var allowDuplicates: Bool?
         }
-        let restored = Mutex<Restored?>(nil)
+        let restored = PosixMutex<Restored?>(nil)
         func centralManagerDidUpdateState(_ central: CentralManager) {
             let state = central.state
             log.withLock { $0.append("state \(state)") }

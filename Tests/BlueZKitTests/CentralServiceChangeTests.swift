@@ -1,7 +1,7 @@
 import BlueZKit
 import BlueZKitTesting
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -9,7 +9,7 @@ import Testing
 @Suite struct CentralServiceChangeTests {
     /// Records modifications, discoveries, values and notification states, in order.
     final class ChangeDelegate: PeripheralDelegate, @unchecked Sendable {
-        private let log = Mutex<([String], [any Error])>(([], []))
+        private let log = PosixMutex<([String], [any Error])>(([], []))
         var events: [String] { log.withLock { $0.0 } }
         var errors: [any Error] { log.withLock { $0.1 } }
         var modifications: [String] { events.filter { $0.hasPrefix("modified") } }

@@ -2,14 +2,14 @@ import BlueZKit
 import BlueZKitTesting
 import DBus
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
 /// Counts `peripheralIsReady(toSendWriteWithoutResponse:)` besides what the recorder logs.
 final class WriteReadinessDelegate: PeripheralDelegate, @unchecked Sendable {
     let recorder = RecordingPeripheralDelegate()
-    private let readyCount = Mutex(0)
+    private let readyCount = PosixMutex(0)
     var ready: Int { readyCount.withLock { $0 } }
 
     func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?) {
@@ -32,7 +32,7 @@ final class WriteReadinessDelegate: PeripheralDelegate, @unchecked Sendable {
 /// without response, each with its fallback, and the order of writes.
 @Suite struct CentralSocketTests {
     final class Writes: Sendable {
-        let received = Mutex<[(bytes: [UInt8], kind: SimulatedWriteRequest.Kind)]>([])
+        let received = PosixMutex<[(bytes: [UInt8], kind: SimulatedWriteRequest.Kind)]>([])
         var values: [[UInt8]] { received.withLock { $0.map(\.bytes) } }
     }
 

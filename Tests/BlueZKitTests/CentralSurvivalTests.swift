@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -11,7 +11,7 @@ import Testing
     /// Connects again whenever a link drops, the door-lock pattern, and logs everything in order.
     final class DoorLockDelegate: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.door-lock")
-        let log = Mutex<[String]>([])
+        let log = PosixMutex<[String]>([])
         func centralManagerDidUpdateState(_ central: CentralManager) {
             let state = central.state
             log.withLock { $0.append("state \(state)") }
@@ -88,7 +88,7 @@ import Testing
 @Suite struct CentralAutoReconnectTests {
     final class Recorder: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.auto-reconnect")
-        let log = Mutex<[String]>([])
+        let log = PosixMutex<[String]>([])
         func centralManagerDidUpdateState(_ central: CentralManager) {}
         func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {
             log.withLock { $0.append("connected") }

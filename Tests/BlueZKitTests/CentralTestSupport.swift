@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -31,7 +31,7 @@ final class RecordingCentralDelegate: CentralManagerDelegate, @unchecked Sendabl
 
     let queue = DispatchQueue(label: "test.central.delegate")
     private let key = DispatchSpecificKey<Bool>()
-    private let recorded = Mutex<([ManagerState], [Discovery], Int)>(([], [], 0))
+    private let recorded = PosixMutex<([ManagerState], [Discovery], Int)>(([], [], 0))
 
     init() { queue.setSpecific(key: key, value: true) }
 
@@ -60,7 +60,7 @@ final class RecordingCentralDelegate: CentralManagerDelegate, @unchecked Sendabl
 
     func discoveries(named name: String) -> [Discovery] { discoveries.filter { $0.data.localName == name } }
 
-    private let linkLog = Mutex<[String]>([])
+    private let linkLog = PosixMutex<[String]>([])
     /// "connected NAME", "failed NAME CODE", "disconnected NAME nil|CODE", in order.
     var links: [String] { linkLog.withLock { $0 } }
 

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -65,7 +65,7 @@ enum PortLanguageMode: String, CaseIterable, Sendable, CustomTestStringConvertib
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
         let measurement = SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])
-        let controlWrites = Mutex<[[UInt8]]>([])
+        let controlWrites = PosixMutex<[[UInt8]]>([])
         let sensor = SimulatedPeripheral(
             address: "C0:FF:EE:00:00:16", name: "Port HRM", rssi: -61, txPower: 4, serviceUUIDs: ["180D"],
             manufacturerData: [0x004C: [0x01, 0x02]], serviceData: ["180D": [0x2A]],

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,7 +12,7 @@ import Testing
     /// Counts which signature was called, by name.
     final class Calls: @unchecked Sendable {
         let queue = DispatchQueue(label: "test.signatures")
-        private let names = Mutex<[String]>([])
+        private let names = PosixMutex<[String]>([])
         var all: [String] { names.withLock { $0 } }
         func record(_ name: String) { names.withLock { $0.append(name) } }
     }

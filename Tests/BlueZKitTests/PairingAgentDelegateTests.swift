@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -16,8 +16,8 @@ import Testing
         let confirms: Bool
         let passkey: UInt32?
         let authorizes: Bool
-        private let events = Mutex<[String]>([])
-        private let peers = Mutex<[PairingPeer]>([])
+        private let events = PosixMutex<[String]>([])
+        private let peers = PosixMutex<[PairingPeer]>([])
         var log: [String] { events.withLock { $0 } }
         var askedAbout: [PairingPeer] { peers.withLock { $0 } }
 

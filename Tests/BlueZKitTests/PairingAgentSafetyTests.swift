@@ -1,7 +1,7 @@
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -24,7 +24,7 @@ import Testing
     /// Confirms every numeric comparison, and counts them.
     final class Confirming: PairingAgentDelegate, @unchecked Sendable {
         let ioCapability = IOCapability.displayYesNo
-        let confirmed = Mutex(0)
+        let confirmed = PosixMutex(0)
         func pairingAgent(
             _ agent: PairingAgent, confirmPasskey passkey: UInt32, for peer: PairingPeer,
             completion: @escaping @Sendable (Bool) -> Void

@@ -3,7 +3,7 @@ import BlueZKitTesting
 import DBus
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -11,8 +11,8 @@ import Testing
 @Suite struct PeripheralManagerCleanupTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.peripheral-cleanup")
-        let added = Mutex<[String]>([])
-        let advertising = Mutex<[String]>([])
+        let added = PosixMutex<[String]>([])
+        let advertising = PosixMutex<[String]>([])
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
             added.withLock { $0.append(error == nil ? "added \(service.uuid)" : "failed \(service.uuid)") }

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -10,8 +10,8 @@ import Testing
     /// Answers reads with a counter and accepts writes of 0x01 only.
     final class Server: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.gatt-server")
-        let log = Mutex<[String]>([])
-        let reads = Mutex(0)
+        let log = PosixMutex<[String]>([])
+        let reads = PosixMutex(0)
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
             log.withLock { $0.append(error == nil ? "added \(service.uuid)" : "add failed") }

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,8 +12,8 @@ import Testing
     /// Records `didAdd` results and answers reads with `[0x5A]`.
     final class Server: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.included-services")
-        let log = Mutex<[String]>([])
-        let addErrors = Mutex<[BluetoothError.Code?]>([])
+        let log = PosixMutex<[String]>([])
+        let addErrors = PosixMutex<[BluetoothError.Code?]>([])
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
             log.withLock { $0.append(error == nil ? "added \(service.uuid)" : "add failed \(service.uuid)") }
@@ -163,7 +163,7 @@ import Testing
     /// Hands the restored services of `willRestoreState` to the test.
     final class Restorer: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.included-services.restorer")
-        let restored = Mutex<[MutableService]?>(nil)
+        let restored = PosixMutex<[MutableService]?>(nil)
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any]) {
             let services = dict[CBPeripheralManagerRestoredStateServicesKey] as? [MutableService] ?? []

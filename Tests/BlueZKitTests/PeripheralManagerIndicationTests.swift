@@ -2,7 +2,7 @@ import BlueZKitTesting
 import DBus
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -13,8 +13,8 @@ import Testing
 @Suite struct PeripheralManagerIndicationTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.indications")
-        let subscriptions = Mutex(0)
-        let ready = Mutex(0)
+        let subscriptions = PosixMutex(0)
+        let ready = PosixMutex(0)
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
             request.value = Data([7])

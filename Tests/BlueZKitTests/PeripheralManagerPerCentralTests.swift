@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,9 +12,9 @@ import Testing
 @Suite struct PeripheralManagerPerCentralTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.per-central")
-        let subscribed = Mutex<[Central]>([])
-        let unsubscribed = Mutex<[Central]>([])
-        let ready = Mutex(0)
+        let subscribed = PosixMutex<[Central]>([])
+        let unsubscribed = PosixMutex<[Central]>([])
+        let ready = PosixMutex(0)
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(
             _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: MutableCharacteristic

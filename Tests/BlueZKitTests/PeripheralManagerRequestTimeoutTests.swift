@@ -1,7 +1,7 @@
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,7 +12,7 @@ import Testing
     /// Takes read requests and never answers them.
     final class Silent: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.silent")
-        let reads = Mutex<[ATTRequest]>([])
+        let reads = PosixMutex<[ATTRequest]>([])
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
             reads.withLock { $0.append(request) }

@@ -3,7 +3,7 @@ import BlueZKitTesting
 import DBus
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,7 +12,7 @@ import Testing
 @Suite struct PeripheralManagerSafetyTests {
     final class Server: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.safety")
-        let reads = Mutex(0)
+        let reads = PosixMutex(0)
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
             reads.withLock { $0 += 1 }
@@ -78,7 +78,7 @@ import Testing
 
         let snoop = try await DBusConnection.open(address: bluez.busAddress)
         defer { snoop.close() }
-        let seen = Mutex<[String]>([])
+        let seen = PosixMutex<[String]>([])
         let rule = DBusMatchRule(interface: .properties, member: "PropertiesChanged")
         let subscription = try await snoop.subscribe(rule) { message in
             seen.withLock { $0.append(message.path?.rawValue ?? "?") }

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -11,9 +11,9 @@ import Testing
 @Suite struct PeripheralManagerSubscriptionTests {
     final class Subscriptions: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.subscriptions")
-        let events = Mutex<[String]>([])
-        let readers = Mutex<[Central]>([])
-        let ready = Mutex(0)
+        let events = PosixMutex<[String]>([])
+        let readers = PosixMutex<[Central]>([])
+        let ready = PosixMutex(0)
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
             readers.withLock { $0.append(request.central) }

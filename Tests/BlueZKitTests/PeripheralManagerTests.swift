@@ -2,15 +2,15 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
 @Suite struct PeripheralManagerTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.peripheral-manager")
-        let log = Mutex<[String]>([])
-        let errors = Mutex<[(any Error)?]>([])
+        let log = PosixMutex<[String]>([])
+        let errors = PosixMutex<[(any Error)?]>([])
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {
             let state = peripheral.state
             log.withLock { $0.append("state \(state)") }

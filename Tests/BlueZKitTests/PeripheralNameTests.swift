@@ -1,14 +1,14 @@
 import BlueZKit
 import BlueZKitTesting
 import Dispatch
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
 /// `peripheralDidUpdateName` follows BlueZ's `Device1.Name`.
 @Suite struct PeripheralNameTests {
     final class Names: PeripheralDelegate, @unchecked Sendable {
-        let names = Mutex<[String]>([])
+        let names = PosixMutex<[String]>([])
         func peripheralDidUpdateName(_ peripheral: Peripheral) {
             let name = peripheral.name ?? "nil"
             names.withLock { $0.append(name) }

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -11,9 +11,9 @@ import Testing
 @Suite struct PeripheralRestorationTests {
     final class Publisher: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.publisher")
-        let log = Mutex<[String]>([])
-        let restoredServices = Mutex<[MutableService]>([])
-        let restoredName = Mutex<String?>(nil)
+        let log = PosixMutex<[String]>([])
+        let restoredServices = PosixMutex<[MutableService]>([])
+        let restoredName = PosixMutex<String?>(nil)
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {
             let state = peripheral.state
             log.withLock { $0.append("state \(state)") }
@@ -48,9 +48,9 @@ import Testing
             log.withLock { $0.append("unsubscribed \(central.identifier) \(characteristic.uuid)") }
         }
         /// The centrals `didSubscribeTo` reported, in order.
-        let subscribers = Mutex<[Central]>([])
+        let subscribers = PosixMutex<[Central]>([])
         /// The subscribed centrals of each restored characteristic, as `willRestoreState` saw them.
-        let restoredSubscribers = Mutex<[BluetoothUUID: [Central]]>([:])
+        let restoredSubscribers = PosixMutex<[BluetoothUUID: [Central]]>([:])
         var events: [String] { log.withLock { $0 } }
     }
 

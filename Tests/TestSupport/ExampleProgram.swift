@@ -1,5 +1,5 @@
 public import Foundation
-import Synchronization
+import Locking
 public import Testing
 
 /// One of the built example programs, run with `--json` and read line by line.
@@ -12,9 +12,9 @@ public final class ExampleProgram: Sendable {
     private let pid: pid_t
     /// What the reader threads fill in.
     private final class Captured: Sendable {
-        let lines = Mutex<[String]>([])
-        let errors = Mutex<[UInt8]>([])
-        let exitStatus = Mutex<Int32?>(nil)
+        let lines = PosixMutex<[String]>([])
+        let errors = PosixMutex<[UInt8]>([])
+        let exitStatus = PosixMutex<Int32?>(nil)
     }
     private let captured = Captured()
 

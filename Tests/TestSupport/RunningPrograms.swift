@@ -1,4 +1,4 @@
-import Synchronization
+import Locking
 
 /// Every program the tests started, so that a test's scope can stop what the test left running
 /// and print what those programs wrote when the test failed.
@@ -20,7 +20,7 @@ public enum RunningPrograms {
         public let stop: @Sendable () -> Void
     }
 
-    private static let entries = Mutex<(next: Int, list: [Entry])>((0, []))
+    private static let entries = PosixMutex<(next: Int, list: [Entry])>((0, []))
 
     /// Lists a program; `stop` must be safe to call after the program ended.
     @discardableResult

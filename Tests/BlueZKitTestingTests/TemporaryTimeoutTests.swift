@@ -1,5 +1,6 @@
 import BlueZKitTesting
 import DBus
+import TestSupport
 import Testing
 
 /// bluetoothd's `TemporaryTimeout` (`SimulatedBlueZ.Options.temporaryTimeout`): a temporary device
@@ -8,8 +9,9 @@ import Testing
 @Suite struct TemporaryTimeoutTests {
     /// Short, for a test that waits for one removal.
     static let options = SimulatedBlueZ.Options(temporaryTimeout: .milliseconds(100))
-    /// Long enough for the steps of a test that compares removals to come before any of them.
-    static let orderingOptions = SimulatedBlueZ.Options(temporaryTimeout: .milliseconds(700))
+    /// Long enough for the steps of a test that compares removals to come before any of them
+    /// (scaled: under ThreadSanitizer 700 ms was not, and a device went before its Connect).
+    static let orderingOptions = SimulatedBlueZ.Options(temporaryTimeout: TestTime.scaled(.milliseconds(700)))
 
     static func peripheral(_ last: String) -> SimulatedPeripheral {
         SimulatedPeripheral(address: "C0:FF:EE:00:07:" + last, name: "T" + last)

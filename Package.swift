@@ -106,6 +106,17 @@ let package = Package(
             path: "Benchmarks/NotifySocketBenchmark",
             swiftSettings: strictSettings
         ),
+        // The statistics and the JSON of Scripts/benchmark and Scripts/benchmark-dbus.
+        .executableTarget(
+            name: "BenchmarkReport",
+            path: "Benchmarks/BenchmarkReport",
+            swiftSettings: strictSettings
+        ),
+        .testTarget(
+            name: "BenchmarkReportTests",
+            dependencies: ["BenchmarkReport"],
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],

@@ -96,6 +96,12 @@ extension PeripheralManager {
         guard let failure = failures.first(where: { $0.layout.services.contains { $0 === service } }) else {
             return nil
         }
+        if Self.interruptedByBluetoothdOrBus.contains(failure.error.code) {
+            // bluetoothd or the bus went away while registering: the service stays added and is
+            // published with the others when they are back (the state says `.resetting` meanwhile:
+            // their leaving marked every registration lost).
+            return nil
+        }
         if !wasAdded {
             // Not published: give back what it took (included services' own applications).
             shared.withLock { state in state.services.removeAll { $0 === service } }
@@ -103,6 +109,9 @@ extension PeripheralManager {
         }
         return BluetoothError(.unknown, message: failure.error.description, underlying: failure.error)
     }
+
+    /// Registration failures that say nothing about the service: bluetoothd or the bus left.
+    static let interruptedByBluetoothdOrBus: Set<BlueZError.Code> = [.disconnected, .noReply, .serviceAbsent]
 
     /// Unregisters the applications that are no longer wanted as they are, then registers the
     /// wanted ones that are missing. Returns the registrations that failed (also logged).

@@ -312,6 +312,10 @@ public final class SimulatedBlueZ: Sendable {
         core.inject(fault, for: method, count: count, path: path)
     }
 
+    /// How many injected faults have not fired yet (each of `count` calls counts once): a test
+    /// waits for 0 to know the calls it expected have reached bluetoothd.
+    public var unfiredFaultCount: Int { core.unfiredFaultCount() }
+
     /// Removes every injected fault that has not fired yet.
     public func clearFaults() {
         core.clearFaults()

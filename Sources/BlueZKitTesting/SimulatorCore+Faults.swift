@@ -25,6 +25,16 @@ extension SimulatorCore {
         run { faults.removeAll() }
     }
 
+    /// How many injected misbehaviours have not fired yet.
+    func unfiredFaultCount() -> Int {
+        run {
+            faults.reduce(0) { total, rule in
+                let (sum, overflow) = total.addingReportingOverflow(rule.remaining)
+                return overflow ? Int.max : sum
+            }
+        }
+    }
+
     /// Sets or clears (`nil`) an override and announces the property as clients now see it.
     func overrideProperty(_ key: PropertyKey, _ override: SimulatedPropertyOverride?) {
         run {

@@ -118,3 +118,43 @@ struct BusLossTests {
         return String(path.dropFirst("unix:path=".count))
     }
 }
+
+/// A registration that bluetoothd never answered because it left (issue 18's recovery).
+@Suite(.timeLimit(.minutes(1)))
+struct InterruptedRegistrationTests {
+    final class AddRecorder: PeripheralManagerDelegate, @unchecked Sendable {
+        let queue = DispatchQueue(label: "test.interrupted-registration")
+        let added = Mutex<[String]>([])
+        func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+        func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
+            added.withLock { $0.append(error.map { "failed: \($0)" } ?? "added") }
+        }
+    }
+
+    @Test func aServiceWhoseRegistrationBluetoothdLeftUnansweredIsPublishedWhenItIsBack() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let delegate = AddRecorder()
+        let manager = PeripheralManager(
+            delegate: delegate, queue: delegate.queue,
+            options: PeripheralManagerOptions(adapter: "hci0", busAddress: bluez.busAddress))
+        try await waitUntil("powered on") { manager.state == .poweredOn }
+        bluez.inject(.noReply, for: PeripheralManagerCleanupTests.registerApplication)
+        let service = MutableService(type: BluetoothUUID(0x180D), primary: true)
+        service.characteristics = [
+            MutableCharacteristic(
+                type: BluetoothUUID(0x2A38), properties: [.read], value: Data([0x01]), permissions: [.readable])
+        ]
+        manager.add(service)
+        try await waitUntil("bluetoothd holds the registration unanswered") { bluez.unfiredFaultCount == 0 }
+        try await bluez.restart(downtime: .milliseconds(100))
+        // Before: didAdd failed with NoReply and the service was dropped for good.
+        try await waitUntil("reported added") { !delegate.added.withLock { $0 }.isEmpty }
+        #expect(delegate.added.withLock { $0 } == ["added"])
+        try await waitUntil("published on the restarted bluetoothd") {
+            bluez.adapters.first?.registeredApplications.count == 1
+        }
+        let central = try bluez.addCentral(address: "11:22:33:44:55:66")
+        #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A38") == [0x01])
+    }
+}

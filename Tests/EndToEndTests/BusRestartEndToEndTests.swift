@@ -18,11 +18,7 @@ extension EndToEndTests {
         // Readings after the disconnection the restart caused need everything back: the
         // central's and the peripheral's bus connections, bluetoothd, the peripheral's published
         // service and advertisement, the link, and the subscription.
-        try await pollUntil("readings after the restart", timeout: .seconds(150), diagnostics: central.diagnostics) {
-            let events = central.events.compactMap { $0["event"] as? String }
-            guard let cut = events.firstIndex(of: "disconnected") else { return false }
-            return events[cut...].filter { $0 == "heartRate" }.count >= 3
-        }
+        try await Self.waitForReadingsAfterTheDisconnection(of: central, timeout: .seconds(150))
         #expect(central.events("heartRate").count >= before + 3)
         for program in [central, peripheral] {
             let states = program.events("state").compactMap { $0["state"] as? String }
@@ -54,14 +50,7 @@ enum SystemBus {
         }
         try await ensureRunning()
         try Bluetoothd.start(bluetoothd.1)
-        for adapter in ["hci0", "hci1"] {
-            try await pollUntil("\(adapter) powered again", timeout: .seconds(60)) {
-                (try? await Tool.output(
-                    "/usr/bin/busctl",
-                    ["get-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered"],
-                    timeout: .seconds(10)))?.contains("true") == true
-            }
-        }
+        try await Bluetoothd.waitUntilAdaptersPowered()
     }
 
     /// Starts `dbus-daemon --system` as the guest does, unless one runs.

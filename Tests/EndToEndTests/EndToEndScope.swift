@@ -66,14 +66,7 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         if bluetoothdGone, let commandLine = Self.bluetoothdCommandLine.withLock({ $0 }) {
             do {
                 try Bluetoothd.start(commandLine)
-                for adapter in ["hci0", "hci1"] {
-                    try await pollUntil("\(adapter) powered again", timeout: .seconds(60)) {
-                        (try? await Tool.output(
-                            "/usr/bin/busctl",
-                            ["get-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered"],
-                            timeout: .seconds(10)))?.contains("true") == true
-                    }
-                }
+                try await Bluetoothd.waitUntilAdaptersPowered()
             } catch {
                 Issue.record("bluetoothd could not be started again: \(error)")
             }

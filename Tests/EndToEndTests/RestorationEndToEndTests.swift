@@ -49,6 +49,16 @@ extension EndToEndTests {
         #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
     }
 
+    /// Waits until the central has reported 3 readings after its first `disconnected` event:
+    /// readings under way when the link went do not count, only those that needed it back.
+    static func waitForReadingsAfterTheDisconnection(of central: ExampleProgram, timeout: Duration) async throws {
+        try await pollUntil("readings after the restart", timeout: timeout, diagnostics: central.diagnostics) {
+            let events = central.events.compactMap { $0["event"] as? String }
+            guard let cut = events.firstIndex(of: "disconnected") else { return false }
+            return events[cut...].filter { $0 == "heartRate" }.count >= 3
+        }
+    }
+
     /// The peripheral's command line in these tests (before any `--restore-id`).
     static let peripheralCommand = ["--json", "--adapter", "hci1", "--name", "Long HRM", "--interval-ms", "250"]
 
@@ -94,11 +104,7 @@ extension EndToEndTests {
         try await Bluetoothd.restart()
         // Readings that were under way when bluetoothd went do not count: only those after the
         // disconnection it caused, which need bluetoothd back, the link again and the subscription.
-        try await pollUntil("readings after the restart", timeout: .seconds(120), diagnostics: central.diagnostics) {
-            let events = central.events.compactMap { $0["event"] as? String }
-            guard let cut = events.firstIndex(of: "disconnected") else { return false }
-            return events[cut...].filter { $0 == "heartRate" }.count >= 3
-        }
+        try await Self.waitForReadingsAfterTheDisconnection(of: central, timeout: .seconds(120))
         #expect(central.events("heartRate").count >= before + 3)
         let states = central.events("state").compactMap { $0["state"] as? String }
         #expect(states.contains("resetting") || states.contains("poweredOff"), "\(states)")
@@ -185,6 +191,18 @@ enum Bluetoothd {
         process.standardOutput = handle
         process.standardError = handle
         try process.run()
+    }
+
+    /// Waits until bluetoothd reports hci0 and hci1 powered (after it was started again).
+    static func waitUntilAdaptersPowered() async throws {
+        for adapter in ["hci0", "hci1"] {
+            try await pollUntil("\(adapter) powered again", timeout: .seconds(60)) {
+                (try? await Tool.output(
+                    "/usr/bin/busctl",
+                    ["get-property", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "Powered"],
+                    timeout: .seconds(10)))?.contains("true") == true
+            }
+        }
     }
 
     /// `Adapter1.Powered` through busctl.

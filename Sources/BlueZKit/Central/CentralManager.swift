@@ -414,14 +414,9 @@ public final class CentralManager: @unchecked Sendable {
         return true
     }
 
-    /// The bus cannot be reached (yet): `.resetting` while it is tried again (`.unauthorized`
-    /// when the bus refuses us; `.unsupported` for an address that can never work).
+    /// The bus cannot be reached (yet): see ``ManagerState/whileUnreachable(_:attempt:)``.
     private func busUnreachable(_ error: BlueZError, attempt: Int) {
-        switch error.code {
-        case .invalidArguments: post(.state(.unsupported))
-        case .accessDenied: post(.state(.unauthorized))
-        default: if attempt == 0 { post(.state(.resetting)) }
-        }
+        if let state = ManagerState.whileUnreachable(error, attempt: attempt) { post(.state(state)) }
     }
 
     private func start(on bus: BlueZBus) async {

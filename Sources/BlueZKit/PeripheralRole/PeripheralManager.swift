@@ -255,14 +255,9 @@ public final class PeripheralManager: @unchecked Sendable {
         return false
     }
 
-    /// The bus cannot be reached (yet): `.resetting` while it is tried again (`.unauthorized`
-    /// when the bus refuses us; `.unsupported` for an address that can never work).
+    /// The bus cannot be reached (yet): see ``ManagerState/whileUnreachable(_:attempt:)``.
     private func busUnreachable(_ error: BlueZError, attempt: Int) {
-        switch error.code {
-        case .invalidArguments: setState(.unsupported)
-        case .accessDenied: setState(.unauthorized)
-        default: if attempt == 0 { setState(.resetting) }
-        }
+        if let state = ManagerState.whileUnreachable(error, attempt: attempt) { setState(state) }
     }
 
     private func start(on bus: BlueZBus) async {

@@ -28,12 +28,9 @@ package final class BlueZClient: @unchecked Sendable {
         init(path: ObjectPath) { self.path = path }
 
         /// The device an object below it belongs to (`…/dev_AA_BB_CC_DD_EE_FF/service000a/…`);
-        /// nil for a path under no device. Cheap: one scan of the path, no allocation but the result.
+        /// nil for a path under no device. Cheap: one scan of the path, not validated again.
         init?(containing path: ObjectPath) {
-            let text = path.rawValue
-            guard let marker = text.range(of: "/dev_") else { return nil }
-            let end = text[marker.upperBound...].firstIndex(of: "/") ?? text.endIndex
-            guard end != text.endIndex, let device = try? ObjectPath(String(text[..<end])) else { return nil }
+            guard let device = path.ancestor(withElementPrefix: "dev_"), device != path else { return nil }
             self.path = device
         }
     }

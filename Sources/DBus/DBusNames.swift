@@ -37,6 +37,15 @@ package struct ObjectPath: Hashable, Sendable, Comparable, CustomStringConvertib
             && rawValue.utf8.dropFirst(ancestor.rawValue.utf8.count).first == UInt8(ascii: "/")
     }
 
+    /// The ancestor (or `self`) whose last element is the first one starting with `elementPrefix`;
+    /// nil when no element does. A valid path cut at an element boundary is valid: nothing is
+    /// checked again (this runs for every notification on the `StartNotify` path).
+    package func ancestor(withElementPrefix elementPrefix: String) -> ObjectPath? {
+        guard let marker = rawValue.range(of: "/" + elementPrefix) else { return nil }
+        let end = rawValue[marker.upperBound...].firstIndex(of: "/") ?? rawValue.endIndex
+        return ObjectPath(trusted: String(rawValue[..<end]))
+    }
+
     /// The parent path, or nil for `/`.
     package var parent: ObjectPath? {
         guard rawValue != "/" else { return nil }

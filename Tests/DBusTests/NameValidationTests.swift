@@ -216,3 +216,14 @@ import Testing
         #expect(DBusMatchRule(pathNamespace: .root).description == "type='signal',path_namespace='/'")
     }
 }
+
+@Suite struct ObjectPathAncestorTests {
+    @Test func theAncestorEndsAtTheFirstElementWithThePrefix() throws {
+        let attribute = try ObjectPath("/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/service000a/char000b")
+        #expect(attribute.ancestor(withElementPrefix: "dev_")?.rawValue == "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF")
+        #expect(attribute.ancestor(withElementPrefix: "char")?.rawValue == attribute.rawValue)
+        #expect(attribute.ancestor(withElementPrefix: "desc") == nil)
+        // A prefix inside an element does not count.
+        #expect(try ObjectPath("/org/x_dev_1/y").ancestor(withElementPrefix: "dev_") == nil)
+    }
+}

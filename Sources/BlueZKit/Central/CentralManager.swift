@@ -16,14 +16,18 @@ import Locking
 /// from any thread.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind a
-/// `PosixMutex`; the engine's own state lives on its connection's queue.
+/// `PosixMutex`, the delegate behind `delegateLock`; the engine's own state lives on its
+/// connection's queue.
 public final class CentralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
     /// The options the manager was created with.
     public let options: CentralManagerOptions
     let shared = PosixMutex(Shared())
-    private let delegateReference = WeakDelegate(nil)
+    // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
+    // conformance lookup), read and written under `delegateLock`.
+    private let delegateLock = NSLock()
+    private weak var delegateObject: (any CentralManagerDelegate)?
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<CentralRestorationRecord>?
     /// Callers of the async API waiting for events.
@@ -61,7 +65,7 @@ public final class CentralManager: @unchecked Sendable {
         self.restoration = options.restoreIdentifier.map {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .central)
         }
-        delegateReference.value = delegate
+        delegateObject = delegate
         // The connect loop holds the manager weakly: a released manager stops it.
         Task { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
@@ -82,8 +86,8 @@ public final class CentralManager: @unchecked Sendable {
 
     /// The object that receives events, held weakly.
     public var delegate: (any CentralManagerDelegate)? {
-        get { delegateReference.value as? any CentralManagerDelegate }
-        set { delegateReference.value = newValue }
+        get { delegateLock.withLock { delegateObject } }
+        set { delegateLock.withLock { delegateObject = newValue } }
     }
 
     /// Whether the adapter can be used: `.poweredOn` when bluetoothd runs and the adapter is powered.

@@ -8,7 +8,7 @@ import Locking
 /// manager's queue right before the delegate call that reports the change.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state sits behind a
-/// `PosixMutex`; `id` is immutable.
+/// `PosixMutex`, the delegate behind `delegateLock`; `id` is immutable.
 public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConvertible {
     /// A stable identifier, derived from the local adapter's and the
     /// device's addresses: the same across process and bluetoothd restarts,
@@ -19,7 +19,10 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     let deviceID: DeviceID
     weak var engine: CentralEngine?
     private let mutable: PosixMutex<State>
-    private let delegateReference = WeakDelegate(nil)
+    // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
+    // conformance lookup), read and written under `delegateLock`.
+    private let delegateLock = NSLock()
+    private weak var delegateObject: (any PeripheralDelegate)?
 
     struct State {
         var name: String?
@@ -37,8 +40,8 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
 
     /// The object that receives this peripheral's events (on the central manager's queue), held weakly.
     public var delegate: (any PeripheralDelegate)? {
-        get { delegateReference.value as? any PeripheralDelegate }
-        set { delegateReference.value = newValue }
+        get { delegateLock.withLock { delegateObject } }
+        set { delegateLock.withLock { delegateObject = newValue } }
     }
 
     /// The services discovered so far (nil before ``discoverServices(_:)``; cleared on disconnect).

@@ -1,5 +1,6 @@
 import BlueZ
 public import Dispatch
+import Foundation
 import Locking
 
 /// Linux: a manager's pairing agent (`org.bluez.Agent1`), which bluetoothd asks when a pairing
@@ -21,11 +22,14 @@ import Locking
 /// again as `NoInputNoOutput`.
 ///
 /// The invariant behind `@unchecked Sendable`: mutable state is behind a `PosixMutex` or the
-/// lock of `WeakDelegate`.
+/// `delegateLock`.
 public final class PairingAgent: @unchecked Sendable {
     /// The queue the delegate is called on: the manager's.
     public let queue: DispatchQueue
-    private let delegateReference = WeakDelegate(nil)
+    // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
+    // conformance lookup), read and written under `delegateLock`.
+    private let delegateLock = NSLock()
+    private weak var delegateObject: (any PairingAgentDelegate)?
     private let shared = PosixMutex(Shared())
 
     private struct Shared {
@@ -46,12 +50,12 @@ public final class PairingAgent: @unchecked Sendable {
     /// the capability it had when the pairing began. Until bluetoothd holds the new capability,
     /// requests that the old one brought are refused unless the delegate answers them.
     public var delegate: (any PairingAgentDelegate)? {
-        get { delegateReference.value as? any PairingAgentDelegate }
+        get { delegateLock.withLock { delegateObject } }
         set {
             let capability = newValue?.ioCapability ?? .noInputNoOutput
             // Under the lock: the wanted capability reaches the agent in the order of the changes.
             let agent = shared.withLock { shared in
-                delegateReference.value = newValue
+                delegateLock.withLock { delegateObject = newValue }
                 shared.capability = capability
                 return shared.agent
             }
@@ -107,7 +111,7 @@ public final class PairingAgent: @unchecked Sendable {
     /// delegate was released, or is being replaced), and then `NoInputNoOutput` is registered again.
     private func answerWithoutDelegate(_ request: BlueZAgent.Request) -> BlueZAgent.Answer {
         let (agent, released): (BlueZAgent?, Bool) = shared.withLock { shared in
-            let released = shared.capability != .noInputNoOutput && delegateReference.value == nil
+            let released = shared.capability != .noInputNoOutput && delegateLock.withLock { delegateObject == nil }
             if released { shared.capability = .noInputNoOutput }
             return (shared.agent, released)
         }

@@ -29,13 +29,17 @@ import Locking
 /// subscriber and counts later ones silently, where `StartNotify` is called for each central that
 /// subscribes. bluetoothd publishes no version: `Adapter1.Connectable` (5.79) is the probe.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state is behind `PosixMutex`es.
+/// The invariant behind `@unchecked Sendable`: mutable state is behind `PosixMutex`es, the
+/// delegate behind `delegateLock`.
 public final class PeripheralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
     /// The options the manager was created with.
     public let options: PeripheralManagerOptions
-    private let delegateReference = WeakDelegate(nil)
+    // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
+    // conformance lookup), read and written under `delegateLock`.
+    private let delegateLock = NSLock()
+    private weak var delegateObject: (any PeripheralManagerDelegate)?
     let shared = PosixMutex(Shared())
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
@@ -105,7 +109,7 @@ public final class PeripheralManager: @unchecked Sendable {
         self.restoration = options.restoreIdentifier.map {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .peripheral)
         }
-        delegateReference.value = delegate
+        delegateObject = delegate
         // The connect loop holds the manager weakly: a released manager stops it.
         Task { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
@@ -127,8 +131,8 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// The object that receives events, held weakly.
     public var delegate: (any PeripheralManagerDelegate)? {
-        get { delegateReference.value as? any PeripheralManagerDelegate }
-        set { delegateReference.value = newValue }
+        get { delegateLock.withLock { delegateObject } }
+        set { delegateLock.withLock { delegateObject = newValue } }
     }
 
     /// Whether the adapter can be used, as for ``CentralManager/state``.

@@ -13,9 +13,11 @@ final class CentralEngine: @unchecked Sendable {
     /// The bus connection's serial queue: where every stored `var` is touched.
     let busQueue: DispatchQueue
     var client: BlueZClient!
-    private var everHadService = false
+    /// bluetoothd's and the adapter's presence, and the state they give (on the bus queue).
+    private var presence = AdapterPresence()
     private var lastState: ManagerState?
-    private(set) var adapterAddress = ""
+    /// The adapter's address as last reported.
+    var adapterAddress: String { presence.adapterAddress }
     var peripherals: [DeviceID: Peripheral] = [:]
     var scan: ScanState?
     var links: [DeviceID: Link] = [:]
@@ -35,7 +37,7 @@ final class CentralEngine: @unchecked Sendable {
     /// The `Disconnect` of a link that came up after its request was cancelled; the next
     /// request for the device waits for it (`CentralEngine+Connections.swift`).
     var teardowns: [DeviceID: Task<Void, Never>] = [:]
-    let discoveryChain = PosixMutex<Task<Void, Never>?>(nil)
+    let discoveryChain = SerialTaskChain()
 
     /// What a running scan reports and has reported.
     struct ScanState {
@@ -48,8 +50,6 @@ final class CentralEngine: @unchecked Sendable {
     /// The just-works pairing agent, registered whenever bluetoothd appears on the bus (nil
     /// when the options say the app brings its own).
     let agent: BlueZAgent?
-    /// Whether bluetoothd was on the bus at the last adapter status (on the connection's queue).
-    private var bluetoothdPresent = false
 
     /// Whether subscriptions use `AcquireNotify` where bluetoothd offers it.
     let usesNotifySockets: Bool
@@ -76,13 +76,7 @@ final class CentralEngine: @unchecked Sendable {
     /// Runs discovery commands one after another, in the order they were asked
     /// for: a stop must never overtake the start it follows.
     func inDiscoveryOrder(_ operation: @escaping @Sendable () async -> Void) {
-        discoveryChain.withLock { last in
-            let previous = last
-            last = Task {
-                await previous?.value
-                await operation()
-            }
-        }
+        discoveryChain.enqueue(operation)
     }
 
     func close() {
@@ -175,26 +169,11 @@ final class CentralEngine: @unchecked Sendable {
     }
 
     private func adapterChanged(_ status: BlueZClient.AdapterStatus) {
-        // bluetoothd forgets agents when it restarts: register on every appearance.
-        let present = status != .serviceAbsent && status != .accessDenied
-        if present && !bluetoothdPresent {
+        let change = presence.update(status)
+        if change.bluetoothdAppeared {
             agent?.registerInBackground(for: "CentralManager", requestDefault: agentRequestsDefault)
         }
-        bluetoothdPresent = present
-        let newState: ManagerState
-        switch status {
-        case .serviceAbsent:
-            newState = everHadService ? .resetting : .unsupported
-        case .noAdapter:
-            everHadService = true
-            newState = .unsupported
-        case .accessDenied:
-            newState = .unauthorized
-        case .present(let address, let powered):
-            everHadService = true
-            adapterAddress = address
-            newState = powered ? .poweredOn : .poweredOff
-        }
+        let newState = change.state
         if newState != .poweredOn {
             scan = nil
             // Links cannot outlive bluetoothd or the adapter: report them lost (before the

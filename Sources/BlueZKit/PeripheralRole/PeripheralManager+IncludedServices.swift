@@ -31,21 +31,13 @@ extension PeripheralManager {
         /// Services removed with `remove(_:)` that an added service still includes: left out of
         /// its application until added again or no longer included.
         var removed: Set<ObjectIdentifier> = []
-        /// The last queued change: changes run one after the other.
-        var tail: Task<Void, Never>?
     }
 
     // MARK: Operations
 
     /// Runs `work` after every change queued before it.
     func serially(_ work: @escaping @Sendable () async -> Void) {
-        shared.withLock { state in
-            let previous = state.inclusion.tail
-            state.inclusion.tail = Task {
-                await previous?.value
-                await work()
-            }
-        }
+        changes.enqueue(work)
     }
 
     /// `add(_:)`: publishes `service` (moving included services it carries out of their own

@@ -41,6 +41,8 @@ public final class PeripheralManager: @unchecked Sendable {
     private let delegateLock = NSLock()
     private weak var delegateObject: (any PeripheralManagerDelegate)?
     let shared = PosixMutex(Shared())
+    /// Service changes and republishing, one after the other (`serially`).
+    let changes = SerialTaskChain()
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.
@@ -48,12 +50,13 @@ public final class PeripheralManager: @unchecked Sendable {
 
     struct Shared {
         var state: ManagerState = .unknown
-        var everHadService = false
+        /// bluetoothd's and the adapter's presence, and the state they give.
+        var presence = AdapterPresence()
         var client: BlueZClient?
         /// The just-works pairing agent, registered whenever bluetoothd appears on the bus.
         var agent: BlueZAgent?
-        var bluetoothdPresent = false
-        var adapterAddress = ""
+        /// The adapter's address as last reported.
+        var adapterAddress: String { presence.adapterAddress }
         var applications: [ObjectIdentifier: BlueZGattApplication] = [:]
         var characteristics: [ObjectIdentifier: (BlueZGattApplication, BlueZGattApplication.CharacteristicID)] = [:]
         var nextApplication = 0
@@ -288,33 +291,22 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     private func adapterChanged(_ status: BlueZClient.AdapterStatus) {
-        // bluetoothd forgets agents when it restarts: register on every appearance.
-        let agent: BlueZAgent? = shared.withLock { shared in
-            let present = status != .serviceAbsent && status != .accessDenied
-            defer { shared.bluetoothdPresent = present }
-            return present && !shared.bluetoothdPresent ? shared.agent : nil
-        }
-        agent?.registerInBackground(for: "PeripheralManager", requestDefault: options.requestsDefaultPairingAgent)
-        let (state, republish): (ManagerState, Bool) = shared.withLock { shared in
-            switch status {
-            case .serviceAbsent:
-                shared.registrationsLost = true
-                return (shared.everHadService ? .resetting : .unsupported, false)
-            case .noAdapter:
-                shared.everHadService = true
-                shared.registrationsLost = true
-                return (.unsupported, false)
-            case .accessDenied:
-                shared.registrationsLost = true
-                return (.unauthorized, false)
-            case .present(let address, let powered):
-                shared.everHadService = true
-                shared.adapterAddress = address
-                let republish = powered && shared.registrationsLost
+        let (change, agent, republish): (AdapterPresence.Change, BlueZAgent?, Bool) = shared.withLock { shared in
+            let change = shared.presence.update(status)
+            // Registrations end with bluetoothd and with the adapter; they are made again once it
+            // is powered.
+            var republish = false
+            if case .present(_, let powered) = status {
+                republish = powered && shared.registrationsLost
                 if republish { shared.registrationsLost = false }
-                return (powered ? .poweredOn : .poweredOff, republish)
+            } else {
+                shared.registrationsLost = true
             }
+            return (change, change.bluetoothdAppeared ? shared.agent : nil, republish)
         }
+        // bluetoothd forgets agents when it restarts: register on every appearance.
+        agent?.registerInBackground(for: "PeripheralManager", requestDefault: options.requestsDefaultPairingAgent)
+        let state = change.state
         if case .present = status {
             if let client = shared.withLock({ $0.client }) { adoptConnectedCentrals(client) }
         } else {

@@ -1,0 +1,22 @@
+import Locking
+
+/// Runs asynchronous operations one after another, in the order they were enqueued: each starts
+/// when the one before it has finished. Both managers order their bluetoothd commands with it
+/// (a discovery stop must never overtake the start it follows; service changes apply in order).
+///
+/// Each operation runs in a task of its own; enqueueing never blocks. `Sendable`: the last task
+/// is behind a lock.
+final class SerialTaskChain: Sendable {
+    private let last = PosixMutex<Task<Void, Never>?>(nil)
+
+    /// Runs `operation` after every operation enqueued before it.
+    func enqueue(_ operation: @escaping @Sendable () async -> Void) {
+        last.withLock { last in
+            let previous = last
+            last = Task {
+                await previous?.value
+                await operation()
+            }
+        }
+    }
+}

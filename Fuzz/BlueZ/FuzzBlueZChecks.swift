@@ -82,8 +82,16 @@ private func specKeyedBytes<Key: Hashable>(_ value: DBusValue?, _ key: (DBusValu
 
 /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` → `AA:BB:CC:DD:EE:FF`; nil unless the last element starts with `dev_`.
 private func specAddress(_ path: ObjectPath) -> String? {
+    // bluetoothd's device element: "dev_" and the address, its colons as underscores (17 characters).
     guard let last = path.rawValue.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
-    return String(last.dropFirst(4).map { $0 == "_" ? ":" : $0 })
+    let address = String(last.dropFirst(4).map { $0 == "_" ? ":" : $0 })
+    let hexDigits = Set("0123456789abcdefABCDEF")
+    let wellFormed =
+        address.count == 17
+        && address.enumerated().allSatisfy { index, character in
+            index % 3 == 2 ? character == ":" : hexDigits.contains(character)
+        }
+    return wellFormed ? address : nil
 }
 
 // MARK: - Properties

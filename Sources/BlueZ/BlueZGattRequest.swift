@@ -71,15 +71,12 @@ package struct BlueZGattRequest: Sendable {
         invocation.reply(error: BlueZError(code, message).dbusError)
     }
 
-    /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` → `AA:BB:CC:DD:EE:FF`.
+    /// `/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF` → `AA:BB:CC:DD:EE:FF`; nil unless the last element
+    /// is `dev_` and six pairs of hex digits, as bluetoothd names devices (`device_create`).
     static func address(of path: ObjectPath) -> String? {
         guard let last = path.rawValue.split(separator: "/").last, last.hasPrefix("dev_") else { return nil }
-        return last.dropFirst(4).replacingOccurrences(of: "_", with: ":")
-    }
-}
-
-extension Substring {
-    fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
-        split(separator: Character(target), omittingEmptySubsequences: false).joined(separator: replacement)
+        let pairs = last.dropFirst(4).split(separator: "_", omittingEmptySubsequences: false)
+        guard pairs.count == 6, pairs.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isHexDigit) }) else { return nil }
+        return pairs.joined(separator: ":")
     }
 }

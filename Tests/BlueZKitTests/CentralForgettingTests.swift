@@ -1,9 +1,10 @@
-import BlueZKit
 import BlueZKitTesting
 import Foundation
 import Locking
 import TestSupport
 import Testing
+
+@testable import BlueZKit
 
 /// What bluetoothd forgets, the central forgets: a scan in a busy place (private addresses rotate)
 /// must not keep a ``Peripheral`` per address for ever. One the app holds is the one reported
@@ -58,6 +59,31 @@ import Testing
         }
         try await waitUntil("every forgotten peripheral released") { boxes.allSatisfy { $0.peripheral == nil } }
         #expect(central.retrievePeripherals(withIdentifiers: delegate.seen.withLock { $0 }).isEmpty)
+    }
+
+    /// The table of forgotten peripherals is pruned in passes: never more than twice what the
+    /// app holds (or 64 entries), and what the app holds stays in it.
+    @Test func theForgottenTableStaysWithinTwiceWhatTheAppHolds() async throws {
+        let (bluez, central, delegate) = try await Self.scanning(keeps: false)
+        defer { withExtendedLifetime((bluez, central)) {} }
+        let engine = try #require(central.shared.withLock { $0.engine })
+        var held: [Peripheral] = []
+        var largest = 0
+        for n in 0..<150 {
+            let device = SimulatedPeripheral(address: String(format: "C0:FF:EE:00:03:%02X", n), name: nil)
+            try bluez.addPeripheral(device)
+            try await waitUntil("discovered \(n)") { delegate.seen.withLock { $0.count } == n + 1 }
+            if n.isMultiple(of: 5) {
+                let identifier = try #require(delegate.seen.withLock { $0.last })
+                held.append(try #require(central.retrievePeripherals(withIdentifiers: [identifier]).first))
+            }
+            #expect(bluez.removeDevice(device))
+            try await waitUntil("forgotten \(n)") { engine.busQueue.sync { engine.peripherals.isEmpty } }
+            largest = max(largest, engine.busQueue.sync { engine.forgotten.count })
+        }
+        #expect(largest <= max(CentralEngine.forgottenPruneMinimum, 2 * held.count) + 1)
+        let kept = engine.busQueue.sync { engine.forgotten.values.compactMap(\.peripheral) }
+        #expect(Set(kept.map(\.identifier)) == Set(held.map(\.identifier)))
     }
 
     @Test func aPeripheralTheAppHoldsIsTheOneReportedWhenTheDeviceComesBack() async throws {

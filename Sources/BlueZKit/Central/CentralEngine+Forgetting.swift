@@ -22,7 +22,16 @@ extension CentralEngine {
         gatt[id] = nil
         pendingServiceDiscoveries[id] = nil
         restoredSubscriptions[id] = nil
-        forgotten = forgotten.filter { $0.value.peripheral != nil }
+        // Entries whose peripheral the app released are dropped in one pass once the table has
+        // doubled since the last: constant time per device on average, and never more than twice
+        // the peripherals the app holds (or 64).
+        if forgotten.count >= forgottenPruneAt {
+            forgotten = forgotten.filter { $0.value.peripheral != nil }
+            forgottenPruneAt = Swift.max(Self.forgottenPruneMinimum, 2 * forgotten.count)
+        }
         forgotten[id] = ForgottenPeripheral(peripheral: peripheral)
     }
+
+    /// The size below which the forgotten table is never pruned.
+    static let forgottenPruneMinimum = 64
 }

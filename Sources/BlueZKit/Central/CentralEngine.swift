@@ -30,6 +30,8 @@ final class CentralEngine: @unchecked Sendable {
     /// Peripherals of devices bluetoothd removed, while the app still holds them
     /// (`CentralEngine+Forgetting.swift`).
     var forgotten: [DeviceID: ForgottenPeripheral] = [:]
+    /// The size at which `forget` next drops released entries from `forgotten`.
+    var forgottenPruneAt = CentralEngine.forgottenPruneMinimum
     /// Restored peripherals whose links resume once the adapter is powered on.
     var restoredLinks: [DeviceID] = []
     /// Restored subscriptions to enable again once the peripheral is connected and resolved.

@@ -16,6 +16,10 @@ package final class BlueZBus: Sendable {
     /// The serial queue the connection, and every client made on it, works on.
     package var queue: DispatchQueue { connection.queue }
 
+    /// `queue` as a task executor: a task that prefers it runs its code on the queue between
+    /// suspension points, so it may touch what only the queue touches.
+    package var executor: any TaskExecutor { connection.executor }
+
     /// The waits between attempts: 100 ms doubling up to 15 s, then every 15 s.
     package static let reconnectPolicy = DBusConnection.ReconnectPolicy.backOff
 

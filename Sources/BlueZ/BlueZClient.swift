@@ -193,7 +193,8 @@ package final class BlueZClient: @unchecked Sendable {
     }
 
     private func callAdapter(_ member: MemberName, _ arguments: [DBusValue] = []) async throws(DBusError) {
-        let path: ObjectPath? = connection.queue.sync { adapterPath }
+        // On the queue or off it: tasks may run on the queue (`BlueZBus.executor`).
+        let path: ObjectPath? = connection.onQueue { adapterPath }
         guard let path else { throw DBusError(.other("org.bluez.Error.NotReady"), "no adapter") }
         // bluetoothd answers these at once; a short limit keeps one lost reply
         // from holding up the discovery commands queued behind it.

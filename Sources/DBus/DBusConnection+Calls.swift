@@ -46,11 +46,17 @@ extension DBusConnection {
         let id = CallID()
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                queue.async {
+                let start: @Sendable () -> Void = {
                     self.startCall(message, timeout: timeout, id: id) { result in
                         id.reply.withLock { $0 = result }
                         continuation.resume()
                     }
+                }
+                // A task on the connection's executor is on the queue already: send at once.
+                if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) {
+                    start()
+                } else {
+                    queue.async(execute: start)
                 }
             }
         } onCancel: {

@@ -24,6 +24,8 @@ import Synchronization
 package final class DBusConnection: @unchecked Sendable {
     /// The serial queue that runs this connection's main loop and handlers.
     package let queue: DispatchQueue
+    /// `queue` as an executor, for tasks that work on the connection's queue.
+    package let executor: DBusQueueExecutor
     /// The libdbus connection; queue-confined. A reconnecting connection replaces it on the
     /// queue; off the queue use ``withRaw(_:)``.
     var raw: OpaquePointer
@@ -127,6 +129,7 @@ package final class DBusConnection: @unchecked Sendable {
         self.raw = raw
         self.sharedRaw = PosixMutex(RawPointer(raw))
         self.queue = queue
+        self.executor = DBusQueueExecutor(queue: queue)
         self.isBus = isBus
         self.reconnection = reconnection.map { (address: $0.0, policy: $0.1) }
         dbus_connection_set_exit_on_disconnect(raw, 0)
@@ -189,7 +192,7 @@ package final class DBusConnection: @unchecked Sendable {
         return try result.get()
     }
 
-    func onQueue<T>(_ body: () -> T) -> T {
+    package func onQueue<T>(_ body: () -> T) -> T {
         if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return body() }
         return queue.sync(execute: body)
     }

@@ -13,6 +13,7 @@ import Testing
     /// Records discoveries by identifier only, so that the test alone decides what it holds.
     final class Discoveries: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.forgetting")
+        /// The identifiers discovered, each once, in the order of their first discovery.
         let seen = PosixMutex<[UUID]>([])
         let held = PosixMutex<[Peripheral]>([])
         let keeps: Bool
@@ -22,7 +23,9 @@ import Testing
             _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
             rssi RSSI: Int
         ) {
-            seen.withLock { $0.append(peripheral.identifier) }
+            // Distinct, in order: the scan allows duplicates, and a slow run (ThreadSanitizer)
+            // sees a device reported again before the test looks.
+            seen.withLock { if !$0.contains(peripheral.identifier) { $0.append(peripheral.identifier) } }
             if keeps { held.withLock { $0.append(peripheral) } }
         }
     }

@@ -61,16 +61,14 @@ extension CentralEngine {
                 link.phase = .disconnecting
                 links[id] = link
                 manager?.post(.link(peripheral, .disconnecting))
-                Task {
+                onBusQueue { [self] in
                     do throws(BlueZError) { try await client.disconnect(id) } catch {
                         BlueZLog.debug("Disconnect: \(error)")
                     }
-                    busQueue.async { [self] in
-                        guard links[id]?.phase == .disconnecting else { return }
-                        links[id] = nil
-                        resetGatt(id)
-                        manager?.post(.link(peripheral, .disconnected(nil)))
-                    }
+                    guard links[id]?.phase == .disconnecting else { return }
+                    links[id] = nil
+                    resetGatt(id)
+                    manager?.post(.link(peripheral, .disconnected(nil)))
                 }
             case .disconnecting:
                 break
@@ -88,7 +86,7 @@ extension CentralEngine {
         link.attempts += 1
         link.advertisedDuringAttempt = false
         let teardown = teardowns.removeValue(forKey: id)
-        link.attemptTask = Task {
+        link.attemptTask = onBusQueue { [self] in
             // Not while the link of a cancelled request is being taken down: this Connect
             // would find it still up and succeed at once, and the Disconnect then end it.
             await teardown?.value
@@ -97,7 +95,7 @@ extension CentralEngine {
                 try await client.connect(id)
                 result = nil
             } catch { result = error }
-            busQueue.async { self.attemptFinished(id, error: result) }
+            attemptFinished(id, error: result)
         }
         links[id] = link
     }
@@ -108,12 +106,13 @@ extension CentralEngine {
     }
 
     private func attemptFinished(_ id: DeviceID, error: BlueZError?) {
+        dispatchPrecondition(condition: .onQueue(busQueue))
         guard var link = links[id], link.phase == .pending else {
             // Cancelled while Connect was on its way: take the link down again, before any
             // later request's Connect (see `attempt`).
             if error == nil, links[id] == nil {
                 let previous = teardowns[id]
-                teardowns[id] = Task {
+                teardowns[id] = onBusQueue { [self] in
                     await previous?.value
                     try? await client.disconnect(id)
                 }
@@ -210,7 +209,7 @@ extension CentralEngine {
                 if wanted {
                     try await self.client.setDiscoveryFilter(uuids: [], duplicateData: false, rssi: nil, pattern: nil)
                     try await self.client.startDiscovery()
-                } else if await !self.isScanning {
+                } else if self.scan == nil {
                     try await self.client.stopDiscovery()
                 }
             } catch  where error.code == .disconnected {
@@ -219,14 +218,8 @@ extension CentralEngine {
                 BlueZLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
                 // Not discovering after all (bluetoothd or the adapter is away): the next
                 // attempt, or the adapter's return, tries again.
-                if wanted { self.busQueue.async { self.backgroundDiscovery = false } }
+                if wanted { self.backgroundDiscovery = false }
             }
-        }
-    }
-
-    private var isScanning: Bool {
-        get async {
-            await withCheckedContinuation { c in busQueue.async { c.resume(returning: self.scan != nil) } }
         }
     }
 

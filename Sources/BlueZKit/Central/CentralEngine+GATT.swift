@@ -46,14 +46,12 @@ extension CentralEngine {
     /// `ServicesResolved` before the `InterfacesAdded` of the GATT objects.
     func servicesResolved(_ id: DeviceID) {
         guard pendingServiceDiscoveries[id] != nil else { return }
-        Task {
+        onBusQueue { [self] in
             await client.synchronize(with: id)
-            busQueue.async { [self] in
-                guard client.device(id)?.servicesResolved == true,
-                    let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id]
-                else { return }
-                for filter in waiting { finishServiceDiscovery(peripheral, filter: filter) }
-            }
+            guard client.device(id)?.servicesResolved == true,
+                let waiting = pendingServiceDiscoveries.removeValue(forKey: id), let peripheral = peripherals[id]
+            else { return }
+            for filter in waiting { finishServiceDiscovery(peripheral, filter: filter) }
         }
     }
 
@@ -136,7 +134,7 @@ extension CentralEngine {
             belongs(characteristic.id, to: peripheral, else: { .value(characteristic, nil, $0) }),
             isCurrent(characteristic, of: peripheral, else: { .value(characteristic, nil, $0) })
         else { return }
-        Task {
+        onBusQueue { [self] in
             do throws(BlueZError) {
                 let bytes = try await client.readValue(characteristic.id, descriptor: false)
                 manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
@@ -152,7 +150,7 @@ extension CentralEngine {
             belongs(descriptor.id, to: peripheral, else: { .descriptorValue(descriptor, nil, $0) }),
             isCurrent(descriptor, of: peripheral, else: { .descriptorValue(descriptor, nil, $0) })
         else { return }
-        Task {
+        onBusQueue { [self] in
             do throws(BlueZError) {
                 let bytes = try await client.readValue(descriptor.id, descriptor: true)
                 manager?.post(.gatt(peripheral, .descriptorValue(descriptor, Data(bytes), nil)))
@@ -255,18 +253,15 @@ extension CentralEngine {
     /// (`disc_att_send_op` in `src/shared/att.c`: an error response without a PDU, which
     /// `process_error` turns into Unlikely Error). So ATT 0x0E is taken for a failed pairing
     /// when, after a round trip to bluetoothd, the peripheral is neither paired nor connected.
+    /// In a task on the bus queue (``onBusQueue(_:)``): it reads the object cache.
     func operationError(_ error: BlueZError, of peripheral: Peripheral) async -> any Error {
+        dispatchPrecondition(condition: .onQueue(busQueue))
         let mapped = Self.gattError(error)
         guard let att = mapped as? ATTError, att.code == .unlikelyError else { return mapped }
         let id = peripheral.deviceID
         await client.synchronize(with: id)
-        let unpairedAndGone = await withCheckedContinuation { continuation in
-            busQueue.async { [self] in
-                let device = client.device(id)
-                continuation.resume(returning: device?.paired != true && device?.connected != true)
-            }
-        }
-        guard unpairedAndGone else { return mapped }
+        let device = client.device(id)
+        guard device?.paired != true && device?.connected != true else { return mapped }
         return BluetoothError(
             .pairingFailed, message: "pairing failed and bluetoothd ended the link (\(att.message))", underlying: att)
     }
@@ -277,7 +272,7 @@ extension CentralEngine {
     ) {
         let mapped = Self.gattError(error)
         guard (mapped as? ATTError)?.code == .unlikelyError else { return post(mapped) }
-        Task { post(await operationError(error, of: peripheral)) }
+        onBusQueue { [self] in post(await operationError(error, of: peripheral)) }
     }
 
     /// An ATT error where BlueZ reported one, else a Bluetooth error keeping the D-Bus error.

@@ -40,13 +40,11 @@ extension CentralEngine {
             manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
             return
         }
-        Task {
+        onBusQueue { [self] in
             do throws(BlueZError) {
                 try await client.setNotify(attribute, enabled: false)
-                busQueue.async { [self] in
-                    gatt[id]?.notifying.remove(attribute)
-                    manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
-                }
+                gatt[id]?.notifying.remove(attribute)
+                manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
             } catch {
                 manager?.post(.gatt(peripheral, .notifyState(characteristic, true, Self.gattError(error))))
             }
@@ -62,30 +60,28 @@ extension CentralEngine {
         guard offersSocket, let manager else { return startNotify(peripheral, characteristic, report: report) }
         gatt[id]?.acquiringNotify[attribute] = false
         let queue = manager.queue
-        Task {
+        onBusQueue { [self] in
             let result: Result<BlueZAcquiredSocket, BlueZError>
             do throws(BlueZError) {
                 result = .success(try await client.acquireNotify(attribute))
             } catch {
                 result = .failure(error)
             }
-            busQueue.async { [self] in
-                guard let stopAsked = gatt[id]?.acquiringNotify.removeValue(forKey: attribute) else {
-                    // The link ended meanwhile: the descriptor (if any) closes with `result`.
-                    return
-                }
-                switch result {
-                case .success(let acquired):
-                    // The state first: the socket's first value is queued after it.
-                    if report { self.manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
-                    let socket = notifySocket(acquired, peripheral, characteristic, queue: queue)
-                    gatt[id]?.notifySockets[attribute] = socket
-                    if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
-                case .failure(let error):
-                    BlueZLog.debug("AcquireNotify refused (\(error)); subscribing with StartNotify")
-                    startNotify(peripheral, characteristic, report: report)
-                    if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
-                }
+            guard let stopAsked = gatt[id]?.acquiringNotify.removeValue(forKey: attribute) else {
+                // The link ended meanwhile: the descriptor (if any) closes with `result`.
+                return
+            }
+            switch result {
+            case .success(let acquired):
+                // The state first: the socket's first value is queued after it.
+                if report { self.manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
+                let socket = notifySocket(acquired, peripheral, characteristic, queue: queue)
+                gatt[id]?.notifySockets[attribute] = socket
+                if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
+            case .failure(let error):
+                BlueZLog.debug("AcquireNotify refused (\(error)); subscribing with StartNotify")
+                startNotify(peripheral, characteristic, report: report)
+                if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
             }
         }
     }
@@ -115,23 +111,20 @@ extension CentralEngine {
     private func notifySocketClosed(_ peripheral: Peripheral, _ characteristic: Characteristic) {
         let id = peripheral.deviceID
         guard gatt[id]?.notifySockets.removeValue(forKey: characteristic.id) != nil else { return }
-        Task {
+        onBusQueue { [self] in
             await client.synchronize(with: id)
-            busQueue.async { [self] in
-                guard links[id]?.phase == .connected, gatt[id]?.notifying.contains(characteristic.id) == true,
-                    gatt[id]?.notifySockets[characteristic.id] == nil, !isBeingRemoved(characteristic, of: id)
-                else { return }
-                BlueZLog.warning(
-                    "bluetoothd closed the notification socket of \(characteristic.uuid); using StartNotify")
-                startNotify(peripheral, characteristic, report: false)
-            }
+            guard links[id]?.phase == .connected, gatt[id]?.notifying.contains(characteristic.id) == true,
+                gatt[id]?.notifySockets[characteristic.id] == nil, !isBeingRemoved(characteristic, of: id)
+            else { return }
+            BlueZLog.warning("bluetoothd closed the notification socket of \(characteristic.uuid); using StartNotify")
+            startNotify(peripheral, characteristic, report: false)
         }
     }
 
     private func startNotify(_ peripheral: Peripheral, _ characteristic: Characteristic, report: Bool) {
         let id = peripheral.deviceID
         let attribute = characteristic.id
-        Task {
+        onBusQueue { [self] in
             do throws(BlueZError) {
                 try await client.setNotify(attribute, enabled: true)
                 if report { manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
@@ -139,10 +132,8 @@ extension CentralEngine {
                 if !report { BlueZLog.warning("could not subscribe again to a restored characteristic: \(error)") }
                 // A subscription that needs encryption fails like a read when pairing fails.
                 let failure = await operationError(error, of: peripheral)
-                busQueue.async { [self] in
-                    gatt[id]?.notifying.remove(attribute)
-                    manager?.post(.gatt(peripheral, .notifyState(characteristic, false, failure)))
-                }
+                gatt[id]?.notifying.remove(attribute)
+                manager?.post(.gatt(peripheral, .notifyState(characteristic, false, failure)))
             }
         }
     }

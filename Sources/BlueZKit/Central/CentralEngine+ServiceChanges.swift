@@ -26,14 +26,15 @@ extension CentralEngine {
         if !collecting { gatt[id]?.serviceChange = ServiceChange() }
         if let removed { gatt[id]?.serviceChange?.removed.insert(removed) }
         guard !collecting else { return }
-        Task {
+        onBusQueue { [self] in
             await client.synchronize(with: id)
-            busQueue.async { [self] in finishServiceChange(id) }
+            finishServiceChange(id)
         }
     }
 
     /// Drops the invalidated attributes from the model and reports the change (on the queue).
     private func finishServiceChange(_ id: DeviceID) {
+        dispatchPrecondition(condition: .onQueue(busQueue))
         guard var model = gatt[id], let change = model.serviceChange, let peripheral = peripherals[id] else { return }
         model.serviceChange = nil
         model.invalidated.prune()

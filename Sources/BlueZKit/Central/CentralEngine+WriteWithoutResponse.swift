@@ -87,28 +87,26 @@ extension CentralEngine {
     private func acquireWrite(_ peripheral: Peripheral, _ characteristic: Characteristic) {
         let id = peripheral.deviceID
         let attribute = characteristic.id
-        Task {
+        onBusQueue { [self] in
             let result: Result<BlueZAcquiredSocket, BlueZError>
             do throws(BlueZError) {
                 result = .success(try await client.acquireWrite(attribute))
             } catch {
                 result = .failure(error)
             }
-            busQueue.async { [self] in
-                // The link ended meanwhile: the descriptor (if any) closes with `result`.
-                guard gatt[id]?.writeChannels[attribute] != nil else { return }
-                switch result {
-                case .success(let acquired):
-                    gatt[id]?.writeChannels[attribute]?.socket = BlueZWriteSocket(
-                        acquired, queue: busQueue,
-                        onClose: { [weak self] in self?.writeSocketClosed(peripheral, characteristic) })
-                case .failure(let error):
-                    BlueZLog.debug("AcquireWrite refused (\(error)); writing with WriteValue commands")
-                    gatt[id]?.writeChannels[attribute]?.usesCommands = true
-                }
-                gatt[id]?.writeChannels[attribute]?.acquiring = false
-                flushWrites(peripheral, characteristic)
+            // The link ended meanwhile: the descriptor (if any) closes with `result`.
+            guard gatt[id]?.writeChannels[attribute] != nil else { return }
+            switch result {
+            case .success(let acquired):
+                gatt[id]?.writeChannels[attribute]?.socket = BlueZWriteSocket(
+                    acquired, queue: busQueue,
+                    onClose: { [weak self] in self?.writeSocketClosed(peripheral, characteristic) })
+            case .failure(let error):
+                BlueZLog.debug("AcquireWrite refused (\(error)); writing with WriteValue commands")
+                gatt[id]?.writeChannels[attribute]?.usesCommands = true
             }
+            gatt[id]?.writeChannels[attribute]?.acquiring = false
+            flushWrites(peripheral, characteristic)
         }
     }
 

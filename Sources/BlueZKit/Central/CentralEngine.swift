@@ -39,7 +39,9 @@ final class CentralEngine: @unchecked Sendable {
     /// The `Disconnect` of a link that came up after its request was cancelled; the next
     /// request for the device waits for it (`CentralEngine+Connections.swift`).
     var teardowns: [DeviceID: Task<Void, Never>] = [:]
-    let discoveryChain = SerialTaskChain()
+    let discoveryChain: SerialTaskChain
+    /// The bus queue as a task executor (``onBusQueue(_:)``).
+    let busExecutor: any TaskExecutor
 
     /// What a running scan reports and has reported.
     struct ScanState {
@@ -67,6 +69,8 @@ final class CentralEngine: @unchecked Sendable {
         self.agentRequestsDefault = agentRequestsDefault
         self.usesNotifySockets = usesNotifySockets
         self.busQueue = bus.queue
+        self.busExecutor = bus.executor
+        self.discoveryChain = SerialTaskChain(executor: bus.executor)
         self.agent = pairingAgent ? BlueZAgent(bus: bus) : nil
         self.client = BlueZClient(bus: bus, adapter: adapter) { [weak self] event in
             self?.handle(event)
@@ -75,8 +79,17 @@ final class CentralEngine: @unchecked Sendable {
 
     func start() async throws(BlueZError) { try await client.start() }
 
+    /// Runs `operation` as a task on the bus queue: between its suspension points it runs as a
+    /// block on the queue, so it reads and writes the engine's state directly — one model for
+    /// the engine, with no hop back to the queue after each `await`.
+    @discardableResult
+    func onBusQueue(_ operation: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        Task(executorPreference: busExecutor, operation: operation)
+    }
+
     /// Runs discovery commands one after another, in the order they were asked
-    /// for: a stop must never overtake the start it follows.
+    /// for: a stop must never overtake the start it follows. They run on the bus queue
+    /// (``onBusQueue(_:)``).
     func inDiscoveryOrder(_ operation: @escaping @Sendable () async -> Void) {
         discoveryChain.enqueue(operation)
     }
@@ -115,14 +128,9 @@ final class CentralEngine: @unchecked Sendable {
         busQueue.async { self.scan = nil }
         inDiscoveryOrder {
             // Pending connections may still need discovery: hand over to the background one.
-            let handedOver: Bool = await withCheckedContinuation { c in
-                self.busQueue.async {
-                    self.backgroundDiscovery = false
-                    self.updateBackgroundDiscovery()
-                    c.resume(returning: self.backgroundDiscovery)
-                }
-            }
-            if handedOver { return }
+            self.backgroundDiscovery = false
+            self.updateBackgroundDiscovery()
+            if self.backgroundDiscovery { return }
             do throws(BlueZError) {
                 try await self.client.stopDiscovery()
             } catch {

@@ -8,12 +8,16 @@ import Locking
 /// is behind a lock.
 final class SerialTaskChain: Sendable {
     private let last = PosixMutex<Task<Void, Never>?>(nil)
+    private let executor: (any TaskExecutor)?
+
+    /// A chain whose operations run on `executor` (nil: the global executor).
+    init(executor: (any TaskExecutor)? = nil) { self.executor = executor }
 
     /// Runs `operation` after every operation enqueued before it.
     func enqueue(_ operation: @escaping @Sendable () async -> Void) {
         last.withLock { last in
             let previous = last
-            last = Task {
+            last = Task(executorPreference: executor) {
                 await previous?.value
                 await operation()
             }

@@ -20,7 +20,7 @@ import Synchronization
 /// `queue.sync`: on an idle serial queue libdispatch runs that block on the waiting thread
 /// itself, so a notification costs one thread wake-up, not the two of a dispatch source (its
 /// manager thread, then a worker for the queue) — what a small board's CPU pays most for
-/// (measured: 1.81 → 1.21 ms of CPU per notification in the emulated environment) — and two
+/// (`Scripts/benchmark --only fd_notify` measures this path) — and two
 /// system calls: the `recv` that waits and the one that finds the socket drained (those that
 /// arrived meanwhile are delivered in the same `queue.sync`), not three with a `poll` first.
 /// The values still run on `queue`, after anything queued there before. ``close()`` wakes the

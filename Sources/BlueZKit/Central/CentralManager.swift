@@ -176,8 +176,9 @@ public final class CentralManager: @unchecked Sendable {
     /// Calls `Device1.Connect` and retries it after every failure (timeouts,
     /// `le-connection-abort-by-local`, `InProgress`, the device out of range
     /// or gone from bluetoothd's cache) until it succeeds or
-    /// ``cancelPeripheralConnection(_:)`` is called — the seeds' door-lock
-    /// pattern. ``CentralManagerDelegate/centralManager(_:didConnect:)``
+    /// ``cancelPeripheralConnection(_:)`` is called — as in Core Bluetooth, an app may ask to
+    /// connect to a device that is away and be told when it comes into range (a door lock
+    /// that opens as its owner arrives). ``CentralManagerDelegate/centralManager(_:didConnect:)``
     /// follows a successful `Connect` reply;
     /// ``CentralManagerDelegate/centralManager(_:didFailToConnect:error:)`` only
     /// errors that can never succeed. With ``CBConnectPeripheralOptionEnableAutoReconnect``

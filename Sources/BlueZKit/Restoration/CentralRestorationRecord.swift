@@ -3,7 +3,7 @@ import Foundation
 /// What a central manager with a restore identifier saves on every change: the scan it
 /// runs, and the peripherals it is connected to or has pending connections to, with the
 /// services and characteristics discovered and which characteristics it is subscribed to
-/// (the seeds' list, Core Bluetooth's restored-state keys).
+/// (what Core Bluetooth's restored-state keys carry).
 ///
 /// Attribute and device tokens are BlueZ's names for them, kept opaque here; they stay valid
 /// while the device's GATT database stays the same.

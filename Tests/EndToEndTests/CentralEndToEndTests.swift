@@ -36,6 +36,10 @@ struct EndToEndTests {
         central.stopScan()
         let sensor = try #require(delegate.discovered)
         #expect(delegate.advertisedServices.contains(BluetoothUUID(0x180D)))
+        // Linux: the address bluetoothd reports, the controller's own (btvirt's are public).
+        let hci1 = try await BluetoothctlSession.address(of: "hci1")
+        #expect(sensor.address == hci1)
+        #expect(sensor.addressType == .public)
 
         let recorder = E2EPeripheralDelegate()
         sensor.delegate = recorder

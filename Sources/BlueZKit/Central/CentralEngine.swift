@@ -159,6 +159,10 @@ final class CentralEngine: @unchecked Sendable {
                 knownNames[id] = name
                 manager?.post(.gatt(peripheral, .name(name)))
             }
+            // A peripheral made from a saved token (restoration) learns its address type here.
+            if let peripheral = peripherals[id], peripheral.addressType == nil {
+                peripheral.update(address: device.address, type: device.addressType)
+            }
             if changed.contains("Connected"), !device.connected { linkLost(id) }
             if changed.contains("ServicesResolved"), device.servicesResolved {
                 servicesResolved(id)
@@ -257,7 +261,10 @@ final class CentralEngine: @unchecked Sendable {
     }
 
     private func peripheral(for id: DeviceID, _ device: BlueZDeviceProperties) -> Peripheral {
-        if let existing = peripherals[id] { return existing }
+        if let existing = peripherals[id] {
+            if existing.addressType == nil { existing.update(address: device.address, type: device.addressType) }
+            return existing
+        }
         if let kept = forgotten.removeValue(forKey: id)?.peripheral {
             peripherals[id] = kept
             knownNames[id] = device.name
@@ -266,6 +273,7 @@ final class CentralEngine: @unchecked Sendable {
         let identifier = PeripheralIdentity.identifier(
             adapterAddress: adapterAddress, deviceAddress: device.address ?? "\(id)")
         let peripheral = Peripheral(identifier: identifier, deviceID: id, name: device.name, engine: self)
+        peripheral.update(address: device.address, type: device.addressType)
         peripherals[id] = peripheral
         knownNames[id] = device.name
         return peripheral

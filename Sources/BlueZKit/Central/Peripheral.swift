@@ -26,6 +26,8 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
 
     struct State {
         var name: String?
+        var address: String?
+        var addressType: BluetoothAddressType?
         var state: PeripheralState = .disconnected
         var services: [Service]?
         var canSendWriteWithoutResponse = true
@@ -35,7 +37,7 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
         self.identifier = identifier
         self.deviceID = deviceID
         self.engine = engine
-        self.mutable = PosixMutex(State(name: name))
+        self.mutable = PosixMutex(State(name: name, address: deviceID.address))
     }
 
     /// The object that receives this peripheral's events (on the central manager's queue), held weakly.
@@ -57,6 +59,26 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     public var canSendWriteWithoutResponse: Bool { mutable.withLock { $0.canSendWriteWithoutResponse } }
     func update(canSendWriteWithoutResponse: Bool) {
         mutable.withLock { $0.canSendWriteWithoutResponse = canSendWriteWithoutResponse }
+    }
+
+    /// Linux: the device's Bluetooth address, `"AA:BB:CC:DD:EE:FF"` (bluetoothd's
+    /// `Device1.Address`, or the address its object path spells before bluetoothd reported it).
+    ///
+    /// Core Bluetooth has no such property; ``identifier`` is the stable way to name a peripheral.
+    /// A device with a private address (``addressType`` `.random`) shows a new address, and so a
+    /// new peripheral, whenever it changes it, unless it is paired (bluetoothd then resolves it).
+    public var address: String? { mutable.withLock { $0.address } }
+
+    /// Linux: whether ``address`` is public or random (`Device1.AddressType`); nil until
+    /// bluetoothd reported it.
+    public var addressType: BluetoothAddressType? { mutable.withLock { $0.addressType } }
+
+    /// Takes what bluetoothd reports of the address (on the bus queue); keeps what it omits.
+    func update(address: String?, type: String?) {
+        mutable.withLock { state in
+            if let address { state.address = address }
+            if let type = type.flatMap(BluetoothAddressType.init(rawValue:)) { state.addressType = type }
+        }
     }
 
     /// The device's name (BlueZ's `Name`, from the advertisement or the GAP service), if known.

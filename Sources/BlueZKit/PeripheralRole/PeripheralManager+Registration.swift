@@ -14,6 +14,9 @@ extension PeripheralManager {
         }
         let features = await serverFeatures(client)
         let characteristics = layout.services.flatMap { $0.publishedCharacteristics }
+        for characteristic in characteristics {
+            if let warning = lostWriteResultsWarning(for: characteristic) { BlueZLog.warning(warning) }
+        }
         let descriptions = zip(layout.services, layout.includes).map { service, includes in
             BlueZGattApplication.Service(
                 uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
@@ -42,6 +45,26 @@ extension PeripheralManager {
                 }
             }
         }
+    }
+
+    /// The warning for a characteristic whose write results never reach the central, the first
+    /// time this manager publishes one; nil otherwise.
+    ///
+    /// bluetoothd (5.66 through 5.87) acknowledges every write to a characteristic that has
+    /// both `.write` and `.writeWithoutResponse` (Nordic UART's RX, for one) without waiting for
+    /// the app: the error an app passes to `respond(to:withResult:)` is then lost.
+    func lostWriteResultsWarning(for characteristic: MutableCharacteristic) -> String? {
+        guard characteristic.properties.isSuperset(of: [.write, .writeWithoutResponse]),
+            !characteristic.permissions.isDisjoint(with: [.writeable, .writeEncryptionRequired])
+        else { return nil }
+        let first = shared.withLock { state in
+            defer { state.warnedOfLostWriteResults = true }
+            return !state.warnedOfLostWriteResults
+        }
+        guard first else { return nil }
+        return "characteristic \(characteristic.uuid) has both write and writeWithoutResponse: bluetoothd "
+            + "acknowledges every write to it before the app answers, so an error passed to "
+            + "respond(to:withResult:) does not reach the central (use two characteristics to refuse writes)"
     }
 
     private func gattCharacteristic(

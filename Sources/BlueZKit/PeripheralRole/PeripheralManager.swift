@@ -57,6 +57,8 @@ public final class PeripheralManager: @unchecked Sendable {
         var agent: BlueZAgent?
         /// The adapter's address as last reported.
         var adapterAddress: String { presence.adapterAddress }
+        /// Whether the lost-write-results warning was logged (once per manager).
+        var warnedOfLostWriteResults = false
         var applications: [ObjectIdentifier: BlueZGattApplication] = [:]
         var characteristics: [ObjectIdentifier: (BlueZGattApplication, BlueZGattApplication.CharacteristicID)] = [:]
         var nextApplication = 0
@@ -244,6 +246,13 @@ public final class PeripheralManager: @unchecked Sendable {
     /// With `.success`, a read is answered with `request.value`. Any other
     /// result becomes the BlueZ error that bluetoothd turns into that ATT
     /// error code (application errors 0x80–0x9F included).
+    ///
+    /// Linux: a write to a characteristic that has both `.write` and `.writeWithoutResponse`
+    /// has been acknowledged already — bluetoothd (5.66 through 5.87) answers every write to
+    /// such a characteristic without waiting for the app — so an error given here for it does
+    /// not reach the central, which saw the write succeed. To refuse writes, publish the two
+    /// kinds as two characteristics. The manager logs a warning the first time it publishes
+    /// such a characteristic.
     public func respond(to request: ATTRequest, withResult result: ATTError.Code) {
         guard result == .success else { return request.bluez.fail(with: result) }
         request.bluez.respond(Array(request.value ?? Data()))

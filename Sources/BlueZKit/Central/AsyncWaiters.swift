@@ -26,6 +26,11 @@ final class AsyncWaiters: Sendable {
         var services: [Key: [Waiter<[Service]>]] = [:]
         var characteristics: [Key: [Waiter<[Characteristic]>]] = [:]
         var streams: [Key: [UInt64: Stream]] = [:]
+        var descriptorReads: [Key: [Waiter<Data>]] = [:]
+        var rssiReads: [Key: [Waiter<Int>]] = [:]
+        /// Writes with response in flight, per characteristic or descriptor, oldest first: each
+        /// result (`didWriteValueFor`) answers the oldest. nil for a write no task waits for.
+        var writes: [Key: [Waiter<Void>?]] = [:]
     }
 
     private let state = PosixMutex(State())
@@ -57,6 +62,21 @@ final class AsyncWaiters: Sendable {
         state.withLock { $0.characteristics[Key(service), default: []].append(Waiter(id: id, continuation: c)) }
     }
 
+    func waitForRead(of descriptor: Descriptor, id: UInt64, _ c: CheckedContinuation<Data, any Error>) {
+        state.withLock { $0.descriptorReads[Key(descriptor), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    func waitForRSSI(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Int, any Error>) {
+        state.withLock { $0.rssiReads[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    /// A write with response to `attribute` (a characteristic or descriptor) is about to go out,
+    /// with the task waiting for its result or none. On the bus queue, right before the write:
+    /// results come in the order of the writes, so each answers the oldest entry.
+    func writeStarts(to attribute: AnyObject, id: UInt64, _ c: CheckedContinuation<Void, any Error>?) {
+        state.withLock { $0.writes[Key(attribute), default: []].append(c.map { Waiter(id: id, continuation: $0) }) }
+    }
+
     func addStream(
         of characteristic: Characteristic, peripheral: Peripheral, id: UInt64,
         _ continuation: AsyncThrowingStream<Data, any Error>.Continuation
@@ -83,6 +103,14 @@ final class AsyncWaiters: Sendable {
             Self.cancel(id, in: &state.reads)
             Self.cancel(id, in: &state.services)
             Self.cancel(id, in: &state.characteristics)
+            Self.cancel(id, in: &state.descriptorReads)
+            Self.cancel(id, in: &state.rssiReads)
+            // A cancelled write keeps its place: its result still answers it, and no one.
+            for (key, entries) in state.writes {
+                guard let index = entries.firstIndex(where: { $0?.id == id }) else { continue }
+                entries[index]?.continuation.resume(throwing: CancellationError())
+                state.writes[key]?[index] = nil
+            }
         }
     }
 
@@ -130,6 +158,16 @@ final class AsyncWaiters: Sendable {
             }
             for waiter in reads { resume(waiter.continuation, data ?? Data(), error) }
             if let data, error == nil { for stream in streams { stream.continuation.yield(data) } }
+        case .descriptorValue(let descriptor, let data, let error):
+            for waiter in take(Key(descriptor), \.descriptorReads) {
+                resume(waiter.continuation, data ?? Data(), error)
+            }
+        case .wrote(let characteristic, let error):
+            writeFinished(Key(characteristic), error)
+        case .wroteDescriptor(let descriptor, let error):
+            writeFinished(Key(descriptor), error)
+        case .rssi(let rssi, let error):
+            for waiter in take(Key(peripheral), \.rssiReads) { resume(waiter.continuation, rssi, error) }
         case .notifyState(let characteristic, let notifying, let error):
             guard let error, !notifying else { return }
             let streams = state.withLock { $0.streams.removeValue(forKey: Key(characteristic)) ?? [:] }
@@ -137,6 +175,17 @@ final class AsyncWaiters: Sendable {
         default:
             break
         }
+    }
+
+    /// The oldest write in flight to `key` has its result.
+    private func writeFinished(_ key: Key, _ error: (any Error)?) {
+        let oldest = state.withLock { state -> Waiter<Void>? in
+            guard var entries = state.writes[key], !entries.isEmpty else { return nil }
+            let oldest = entries.removeFirst()
+            state.writes[key] = entries.isEmpty ? nil : entries
+            return oldest
+        }
+        if let oldest { resume(oldest.continuation, (), error) }
     }
 
     private func take<Value>(_ key: Key, _ table: WritableKeyPath<State, [Key: [Waiter<Value>]]>) -> [Waiter<Value>] {

@@ -90,6 +90,81 @@ extension Peripheral {
         }
     }
 
+    /// Writes `data` to `characteristic` with response and returns once the peripheral accepted it.
+    ///
+    /// The same call as ``writeValue(_:for:type:)`` with `.withResponse` (the delegate's
+    /// `didWriteValueFor` is called too); writes reach bluetoothd in the order they were made,
+    /// and each call returns with its own write's result. Cancelling the task stops the wait,
+    /// not the write.
+    /// - Throws: ``ATTError`` when the peripheral refuses it, ``BluetoothError`` (`notConnected`,
+    ///   …); `CancellationError`.
+    public func writeValue(_ data: Data, to characteristic: Characteristic) async throws {
+        try await writeWithResponse(to: characteristic) { engine in
+            engine.write(self, data: data, characteristic: characteristic, withResponse: true)
+        }
+    }
+
+    /// Writes `data` to `descriptor` and returns once the peripheral accepted it.
+    ///
+    /// The same call as ``writeValue(_:for:)-(_,Descriptor)``; as ``writeValue(_:to:)-(_,Characteristic)``.
+    public func writeValue(_ data: Data, to descriptor: Descriptor) async throws {
+        try await writeWithResponse(to: descriptor) { engine in engine.write(self, data: data, descriptor: descriptor) }
+    }
+
+    /// Reads `descriptor` and returns its value.
+    ///
+    /// The same call as ``readValue(for:)-(Descriptor)``.
+    /// - Throws: ``ATTError`` for an ATT failure, ``BluetoothError`` (`notConnected`, …); `CancellationError`.
+    public func readValue(of descriptor: Descriptor) async throws -> Data {
+        let waiters = try asyncWaiters()
+        let id = waiters.makeID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiters.waitForRead(of: descriptor, id: id, continuation)
+                readValue(for: descriptor)
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+        }
+    }
+
+    /// The peripheral's signal strength as ``readRSSI()`` reports it (the last advertisement's).
+    ///
+    /// - Throws: ``BluetoothError`` `operationNotSupported` when bluetoothd has none for it now;
+    ///   `CancellationError`.
+    public func currentRSSI() async throws -> Int {
+        let waiters = try asyncWaiters()
+        let id = waiters.makeID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                waiters.waitForRSSI(of: self, id: id, continuation)
+                readRSSI()
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+        }
+    }
+
+    /// Registers the write's waiter on the bus queue right before `write` queues it, so that
+    /// results, which come in the order of the writes, find their callers.
+    private func writeWithResponse(
+        to attribute: any AnyObject & Sendable, _ write: @escaping @Sendable (CentralEngine) -> Void
+    ) async throws {
+        let waiters = try asyncWaiters()
+        guard let engine else { throw BluetoothError(.notConnected, message: "the central manager is gone") }
+        let id = waiters.makeID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                engine.busQueue.async {
+                    waiters.writeStarts(to: attribute, id: id, continuation)
+                    write(engine)
+                }
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+        }
+    }
+
     /// The values `characteristic` notifies or indicates, from now on.
     ///
     /// Subscribes (``setNotifyValue(_:for:)`` true) when the stream starts and unsubscribes when

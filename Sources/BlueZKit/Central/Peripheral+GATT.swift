@@ -44,12 +44,19 @@ extension Peripheral {
     /// peripheral's answer; `.withoutResponse` reports nothing (see
     /// ``canSendWriteWithoutResponse``). Writes reach bluetoothd in the order they were made.
     public func writeValue(_ data: Data, for characteristic: Characteristic, type: CharacteristicWriteType) {
-        perform { $0.write(self, data: data, characteristic: characteristic, withResponse: type == .withResponse) }
+        perform { engine in
+            // Its result keeps the place of this write for the async writes that follow.
+            if type == .withResponse { engine.manager?.waiters.writeStarts(to: characteristic, id: 0, nil) }
+            engine.write(self, data: data, characteristic: characteristic, withResponse: type == .withResponse)
+        }
     }
 
     /// Writes a descriptor's value (`GattDescriptor1.WriteValue`).
     public func writeValue(_ data: Data, for descriptor: Descriptor) {
-        perform { $0.write(self, data: data, descriptor: descriptor) }
+        perform { engine in
+            engine.manager?.waiters.writeStarts(to: descriptor, id: 0, nil)
+            engine.write(self, data: data, descriptor: descriptor)
+        }
     }
 
     /// Turns notifications (or indications) on or off.

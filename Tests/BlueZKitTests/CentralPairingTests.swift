@@ -91,4 +91,48 @@ import Testing
         try await waitUntil("forgotten") { !lock.isPaired && lock.state == .disconnected }
         #expect(central.retrievePeripherals(withIdentifiers: [lock.identifier]).isEmpty)
     }
+
+    @Test func knownAndBondedPeripheralsAndRemovingABondByIdentifier() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let lockSource = SimulatedPeripheral(
+            address: "C0:FF:EE:00:00:0B", name: "Lock", serviceUUIDs: ["FFF0"],
+            services: [
+                SimulatedService(
+                    uuid: "FFF0",
+                    characteristics: [SimulatedCharacteristic(uuid: "FFF1", flags: ["encrypt-read"], value: [7])])
+            ])
+        let tagSource = SimulatedPeripheral(address: "C0:FF:EE:00:00:0C", name: "Tag", serviceUUIDs: ["FFF0"])
+        try bluez.addPeripheral(lockSource)
+        try bluez.addPeripheral(tagSource)
+        let delegate = CentralPairingTests.Quiet()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue,
+            options: CentralManagerOptions(busAddress: bluez.busAddress, requestsDefaultPairingAgent: true))
+        try await waitUntil("powered on") { central.state == .poweredOn }
+        central.scanForPeripherals(withServices: nil)
+        lockSource.advertise()
+        tagSource.advertise()
+        try await waitUntil("both known") {
+            Set(central.retrieveKnownPeripherals().compactMap(\.name)).isSuperset(of: ["Lock", "Tag"])
+        }
+        central.stopScan()
+        #expect(central.retrieveBondedPeripherals().isEmpty)
+
+        let lock = try #require(central.retrieveKnownPeripherals().first { $0.name == "Lock" })
+        try await central.connect(to: lock)
+        let service = try #require(try await lock.discoverServices(matching: [BluetoothUUID(0xFFF0)]).first)
+        let secret = try #require(try await lock.discoverCharacteristics(matching: nil, in: service).first)
+        #expect(try await lock.readValue(of: secret) == Data([7]))
+        try await waitUntil("bonded") { lock.isBonded }
+        #expect(central.retrieveBondedPeripherals().map(\.identifier) == [lock.identifier])
+
+        try await central.removeBond(withIdentifier: lock.identifier)
+        try await waitUntil("bond removed") { central.retrieveBondedPeripherals().isEmpty }
+        #expect(!central.retrieveKnownPeripherals().contains { $0.identifier == lock.identifier })
+        let error = await #expect(throws: BluetoothError.self) {
+            try await central.removeBond(withIdentifier: lock.identifier)
+        }
+        #expect(error?.code == .unknownDevice)
+    }
 }

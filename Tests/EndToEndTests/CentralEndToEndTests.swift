@@ -40,6 +40,11 @@ struct EndToEndTests {
         let hci1 = try await BluetoothctlSession.address(of: "hci1")
         #expect(sensor.address == hci1)
         #expect(sensor.addressType == .public)
+        // Linux: every controller of the guest, hci0 in use.
+        let adapters = central.adapters
+        #expect(adapters.map(\.name) == (0..<emulatedControllers).map { "hci\($0)" })
+        #expect(adapters.first { $0.name == "hci1" }?.address == hci1)
+        #expect(adapters.filter(\.isInUse).map(\.name) == ["hci0"])
 
         let recorder = E2EPeripheralDelegate()
         sensor.delegate = recorder

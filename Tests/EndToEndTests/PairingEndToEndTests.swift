@@ -102,8 +102,17 @@ extension EndToEndTests {
         #expect(remoteDynamic.value == Data([0x17, 0x2A]))
         #expect(server.log.contains("read 2A3D"))
 
-        centralManager.cancelPeripheralConnection(sensor)
+        // Linux: the bond is listed, and removing it by identifier makes bluetoothd forget it.
+        try await waitUntil("bonded", timeout: .seconds(10)) { sensor.isBonded }
+        #expect(centralManager.retrieveBondedPeripherals().map(\.identifier) == [sensor.identifier])
+        #expect(centralManager.retrieveKnownPeripherals().contains(sensor))
+        try await centralManager.removeBond(withIdentifier: sensor.identifier)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
+        try await waitUntil("bond removed", timeout: .seconds(10)) {
+            centralManager.retrieveBondedPeripherals().isEmpty
+        }
+        // bluetoothd forgot the device: no object, or one that is not paired.
+        #expect(try await PairingTools.paired(hci1, on: "hci0") != true)
         manager.stopAdvertising()
         manager.removeAllServices()
     }

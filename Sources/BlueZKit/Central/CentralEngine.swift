@@ -242,6 +242,23 @@ final class CentralEngine: @unchecked Sendable {
         }
     }
 
+    /// Every adapter bluetoothd has (any thread but the queue).
+    var adapters: [BluetoothAdapter] {
+        busQueue.sync {
+            client.adapters.map {
+                BluetoothAdapter(name: $0.name, address: $0.address, isPowered: $0.isPowered, isInUse: $0.isSelected)
+            }
+        }
+    }
+
+    /// The devices bluetoothd has on our adapter, or only those it keeps a bond with
+    /// (`Bonded`, or `Paired` where bluetoothd reports no `Bonded`: before 5.68).
+    func retrieveKnownPeripherals(bondedOnly: Bool) -> [Peripheral] {
+        busQueue.sync {
+            client.devices.filter { !bondedOnly || $0.1.bonded }.map { peripheral(for: $0.0, $0.1) }
+        }
+    }
+
     /// Devices connected to our adapter (by this or another process) that have one of `services`.
     func retrieveConnectedPeripherals(withServices services: [BluetoothUUID]) -> [Peripheral] {
         let wanted = Set(services)

@@ -222,6 +222,13 @@ public final class CentralManager: @unchecked Sendable {
         shared.withLock { $0.engine }?.retrievePeripherals(withIdentifiers: identifiers) ?? []
     }
 
+    /// Linux: the machine's Bluetooth adapters, as bluetoothd reports them, by name; the one this
+    /// manager uses has ``BluetoothAdapter/isInUse``. Empty while bluetoothd is away. Must not be
+    /// called on the manager's D-Bus queue.
+    public var adapters: [BluetoothAdapter] {
+        shared.withLock { $0.engine }?.adapters ?? []
+    }
+
     /// The peripherals connected to the adapter — by this process or another
     /// one — that offer any of `serviceUUIDs` (`Device1` with `Connected` and the UUIDs).
     ///

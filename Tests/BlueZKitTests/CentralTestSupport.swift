@@ -7,7 +7,8 @@ import TestSupport
 import Testing
 
 /// Scans with `central`, lets `sensor` advertise, and returns the first peripheral reported
-/// (through the async discovery stream); the scan is stopped again.
+/// (through the async discovery stream); the scan is stopped again. Waits 10 s at most (a scan
+/// for services the sensor does not advertise finds nothing).
 func firstDiscovery(
     _ central: CentralManager, scanningFor services: [BluetoothUUID]?, options: ScanOptions = .init(),
     advertising sensor: SimulatedPeripheral
@@ -15,10 +16,17 @@ func firstDiscovery(
     let discoveries = central.discoveries()
     central.scanForPeripherals(withServices: services, options: options)
     sensor.advertise()
-    var iterator = discoveries.makeAsyncIterator()
-    let peripheral = try #require(await iterator.next()?.peripheral)
+    let first = PosixMutex<Peripheral?>(nil)
+    let reader = Task {
+        for await discovery in discoveries {
+            first.withLock { $0 = discovery.peripheral }
+            break
+        }
+    }
+    defer { reader.cancel() }
+    try await waitUntil("the first discovery") { first.withLock { $0 } != nil }
     central.stopScan()
-    return peripheral
+    return try #require(first.withLock { $0 })
 }
 
 /// Records what a central manager reports, and on which queue.

@@ -1,3 +1,5 @@
+import BlueZ
+
 /// Linux: a Bluetooth adapter of the machine, as bluetoothd reports it (`org.bluez.Adapter1`).
 ///
 /// Core Bluetooth has one implicit adapter; on Linux a machine may have several (`hci0`,
@@ -16,5 +18,12 @@ public struct BluetoothAdapter: Sendable, Hashable, CustomStringConvertible {
     /// The name, address and power.
     public var description: String {
         "\(name) (\(address), \(isPowered ? "powered" : "off")\(isInUse ? ", in use" : ""))"
+    }
+}
+
+extension BluetoothAdapter {
+    /// What bluetoothd reported of the adapter.
+    init(_ info: BlueZClient.AdapterInfo) {
+        self.init(name: info.name, address: info.address, isPowered: info.isPowered, isInUse: info.isSelected)
     }
 }

@@ -244,11 +244,7 @@ final class CentralEngine: @unchecked Sendable {
 
     /// Every adapter bluetoothd has (any thread but the queue).
     var adapters: [BluetoothAdapter] {
-        busQueue.sync {
-            client.adapters.map {
-                BluetoothAdapter(name: $0.name, address: $0.address, isPowered: $0.isPowered, isInUse: $0.isSelected)
-            }
-        }
+        busQueue.sync { client.adapters.map(BluetoothAdapter.init) }
     }
 
     /// The devices bluetoothd has on our adapter, or only those it keeps a bond with

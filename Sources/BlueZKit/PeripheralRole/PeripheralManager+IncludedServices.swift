@@ -41,13 +41,14 @@ extension PeripheralManager {
     }
 
     /// `add(_:)`: publishes `service` (moving included services it carries out of their own
-    /// applications), then calls `didAdd`.
-    func publish(_ service: MutableService) {
+    /// applications), then calls `didAdd`, then `done` (on the manager's queue).
+    func publish(_ service: MutableService, then done: (@Sendable ((any Error)?) -> Void)? = nil) {
         serially {
             let error = await self.addToLayout(service)
             self.queue.async {
                 self.saveState()
                 self.delegate?.peripheralManager(self, didAdd: service as Service, error: error)
+                done?(error)
             }
         }
     }

@@ -198,6 +198,12 @@ public final class PeripheralManager: @unchecked Sendable {
     /// While advertising, or while an earlier call is still registering its advertisement, the
     /// delegate gets ``BluetoothError/Code/alreadyAdvertising`` (Core Bluetooth's rule: stop first).
     public func startAdvertising(_ data: AdvertisementData) {
+        startAdvertising(data, then: nil)
+    }
+
+    /// ``startAdvertising(_:)-(AdvertisementData)``, then `done` with the delegate's error (on the
+    /// manager's queue, after the delegate call).
+    func startAdvertising(_ data: AdvertisementData, then done: (@Sendable ((any Error)?) -> Void)?) {
         let busy = shared.withLock { state in
             guard !state.isAdvertising, !state.isStartingAdvertising else { return true }
             state.isStartingAdvertising = true
@@ -206,7 +212,10 @@ public final class PeripheralManager: @unchecked Sendable {
         guard !busy else {
             let failure = BluetoothError(
                 .alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
-            return queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure) }
+            return queue.async {
+                self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure)
+                done?(failure)
+            }
         }
         let content = Self.advertisementContent(data)
         Task {
@@ -219,6 +228,7 @@ public final class PeripheralManager: @unchecked Sendable {
             queue.async {
                 self.saveState()
                 self.delegate?.peripheralManagerDidStartAdvertising(self, error: error)
+                done?(error)
             }
         }
     }

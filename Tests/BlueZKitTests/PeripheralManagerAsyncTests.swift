@@ -32,7 +32,8 @@ import Testing
 
         let service = MutableService(type: BluetoothUUID(0xFFE0), primary: true)
         service.characteristics = [
-            MutableCharacteristic(type: BluetoothUUID(0xFFE1), properties: [.read], value: nil, permissions: [.readable])
+            MutableCharacteristic(
+                type: BluetoothUUID(0xFFE1), properties: [.read], value: nil, permissions: [.readable])
         ]
         try await manager.addService(service)
         // The delegate heard it first.

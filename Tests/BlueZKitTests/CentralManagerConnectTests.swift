@@ -90,6 +90,8 @@ import Testing
         fixture.bluez.inject(.delay(.seconds(1)), for: .disconnect)
         fixture.central.connect(peripheral)
         try await waitUntil("connecting") { peripheral.state == .connecting }
+        // `.connecting` is reported before `Connect` is sent: a cancel before that would send none.
+        try await waitUntil("its Connect reached bluetoothd") { fixture.bluez.unfiredFaultCount == 1 }
         fixture.central.cancelPeripheralConnection(peripheral)
         try await waitUntil("cancelled") { fixture.delegate.links == ["disconnected HRM nil disconnected"] }
         try await waitUntil("the cancelled request's link is up") { sensor.isConnected }

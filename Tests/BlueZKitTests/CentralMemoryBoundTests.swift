@@ -60,6 +60,9 @@ import Testing
             #expect(measurementSource.notify(Array(value(index))))
             try await waitUntil("value \(index) delivered") { measurement.value == value(index) }
         }
+        // The value is set right before the stream gets it, in the same block on the manager's
+        // queue: let that block finish, or the last value could arrive while the loop reads.
+        central.queue.sync {}
         let last = value(total - 1)
         var buffered = 0
         for try await value in stream {

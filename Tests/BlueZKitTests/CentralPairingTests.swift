@@ -32,6 +32,13 @@ import Testing
                 busAddress: bluez.busAddress, registersPairingAgent: registersPairingAgent,
                 requestsDefaultPairingAgent: requestsDefault))
         try await waitUntil("powered on") { central.state == .poweredOn }
+        // The agent registers in the background once bluetoothd is there: wait for it, so that the
+        // outcome does not depend on which comes first.
+        if requestsDefault {
+            try await waitUntil("the default agent registered") {
+                bluez.agentRegistrations.contains { $0.isDefault }
+            }
+        }
         let lock = try await firstDiscovery(central, scanningFor: nil, advertising: sensor)
         try await central.connect(to: lock)
         let service = try #require(try await lock.discoverServices(matching: [BluetoothUUID(0xFFF0)]).first)
@@ -80,6 +87,7 @@ import Testing
             delegate: delegate, queue: delegate.queue,
             options: CentralManagerOptions(busAddress: bluez.busAddress, requestsDefaultPairingAgent: true))
         try await waitUntil("powered on") { central.state == .poweredOn }
+        try await waitUntil("the default agent registered") { bluez.agentRegistrations.contains { $0.isDefault } }
         let lock = try await firstDiscovery(central, scanningFor: nil, advertising: sensor)
         try await central.connect(to: lock)
         #expect(!lock.isPaired)
@@ -110,6 +118,7 @@ import Testing
             delegate: delegate, queue: delegate.queue,
             options: CentralManagerOptions(busAddress: bluez.busAddress, requestsDefaultPairingAgent: true))
         try await waitUntil("powered on") { central.state == .poweredOn }
+        try await waitUntil("the default agent registered") { bluez.agentRegistrations.contains { $0.isDefault } }
         central.scanForPeripherals(withServices: nil)
         lockSource.advertise()
         tagSource.advertise()

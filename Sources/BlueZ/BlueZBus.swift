@@ -20,6 +20,11 @@ package final class BlueZBus: Sendable {
     /// suspension points, so it may touch what only the queue touches.
     package var executor: any TaskExecutor { connection.executor }
 
+    /// A task executor for `queue`, before a connection works on it (see ``executor``).
+    package static func executor(for queue: DispatchQueue) -> any TaskExecutor {
+        DBusQueueExecutor(queue: queue)
+    }
+
     /// The waits between attempts: 100 ms doubling up to 15 s, then every 15 s.
     package static let reconnectPolicy = DBusConnection.ReconnectPolicy.backOff
 
@@ -29,8 +34,10 @@ package final class BlueZBus: Sendable {
     /// While the bus cannot be reached, tells `failed` (the error and how many attempts failed
     /// before it) and tries again after the policy's wait, for as long as `isWanted` says so;
     /// nil once it no longer is. An address that can never work (malformed) is not tried again.
+    /// With `queue`, the connection works on that serial queue (its owner's, made before the bus
+    /// was reached).
     package static func connect(
-        address: String?, label: String, isWanted: @Sendable () -> Bool,
+        address: String?, label: String, queue: DispatchQueue? = nil, isWanted: @Sendable () -> Bool,
         failed: @Sendable (BlueZError, _ attempt: Int) -> Void
     ) async -> BlueZBus? {
         var attempt = 0
@@ -41,7 +48,7 @@ package final class BlueZBus: Sendable {
                 return BlueZBus(
                     try await DBusConnection.open(
                         address: attempt == 0 ? given : DBusConnection.addressForReconnecting(given), label: label,
-                        reconnect: reconnectPolicy))
+                        reconnect: reconnectPolicy, queue: queue))
             } catch {
                 failed(BlueZError(error), attempt)
                 if error.code == .invalidArgs { return nil }

@@ -83,11 +83,14 @@ package final class DBusConnection: @unchecked Sendable {
     /// address cannot be reached, `invalidArgs` for a malformed address.
     ///
     /// With `reconnect` (a bus only), losing the bus is not the end: see ``ReconnectPolicy``.
+    /// With `queue` (a serial queue no other connection uses), the connection works on it;
+    /// otherwise on a new queue named `label`.
     package static func open(
-        address: String, bus: Bool = true, label: String = "bluezkit.dbus", reconnect: ReconnectPolicy? = nil
+        address: String, bus: Bool = true, label: String = "bluezkit.dbus", reconnect: ReconnectPolicy? = nil,
+        queue given: DispatchQueue? = nil
     ) async throws(DBusError) -> DBusConnection {
         Self.initializeThreads
-        let queue = DispatchQueue(label: label)
+        let queue = given ?? DispatchQueue(label: label)
         let opened: Result<RawPointer, DBusError> = await withCheckedContinuation { continuation in
             queue.async { continuation.resume(returning: Self.openRaw(address)) }
         }
@@ -134,7 +137,8 @@ package final class DBusConnection: @unchecked Sendable {
         self.reconnection = reconnection.map { (address: $0.0, policy: $0.1) }
         dbus_connection_set_exit_on_disconnect(raw, 0)
         queue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
-        queue.sync { installMainLoop() }
+        // Opened from a task on its given queue (a manager's bus queue): already there.
+        onQueue { installMainLoop() }
     }
 
     deinit {

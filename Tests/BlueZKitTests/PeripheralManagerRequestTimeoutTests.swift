@@ -25,7 +25,7 @@ import Testing
         let delegate = Silent()
         let manager = PeripheralManager(
             delegate: delegate, queue: delegate.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
-        manager.shared.withLock { $0.requestTimeout = .milliseconds(300) }
+        manager.engine.sync { $0.requestTimeout = .milliseconds(300) }
         try await waitUntil("powered on") { manager.state == .poweredOn }
         let characteristic = MutableCharacteristic(
             type: BluetoothUUID(0xAB01), properties: [.read], value: nil, permissions: [.readable])

@@ -29,6 +29,7 @@ import Testing
         try await waitUntil("powered on") { manager.state == .poweredOn }
         bluez.adapters.first?.setPowered(false)
         try await waitUntil("powered off") { manager.state == .poweredOff }
+        recorder.queue.sync {}  // the state is set right before the delegate call, in the same block
         #expect(recorder.log.withLock { $0 } == ["state poweredOn", "state poweredOff"])
     }
 

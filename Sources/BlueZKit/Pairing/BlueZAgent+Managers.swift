@@ -32,7 +32,7 @@ extension PeripheralManager {
     /// The peer a pairing request names: a central, known by its identifier and address.
     func pairingPeer(_ device: DeviceID) -> PairingPeer? {
         guard let address = device.address else { return nil }
-        let adapter = shared.withLock { $0.adapterAddress }
+        let adapter = engine.sync { $0.adapterAddress }
         return PairingPeer(
             identifier: PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address),
             address: address, peripheral: nil)

@@ -31,10 +31,8 @@ extension PeripheralManager {
     }
 
     /// Linux: the machine's Bluetooth adapters, as for ``CentralManager/adapters``; the one this
-    /// manager uses has ``BluetoothAdapter/isInUse``. Empty while bluetoothd is away. Must not be
-    /// called on the manager's D-Bus queue.
+    /// manager uses has ``BluetoothAdapter/isInUse``. Empty while bluetoothd is away.
     public var adapters: [BluetoothAdapter] {
-        guard let client = shared.withLock({ $0.client }) else { return [] }
-        return client.queue.sync { client.adapters.map(BluetoothAdapter.init) }
+        engine.run { engine.sync { $0.client }?.adapters.map(BluetoothAdapter.init) ?? [] }
     }
 }

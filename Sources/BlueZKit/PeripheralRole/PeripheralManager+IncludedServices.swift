@@ -37,7 +37,7 @@ extension PeripheralManager {
 
     /// Runs `work` after every change queued before it.
     func serially(_ work: @escaping @Sendable () async -> Void) {
-        changes.enqueue(work)
+        engine.changes.enqueue(work)
     }
 
     /// `add(_:)`: publishes `service` (moving included services it carries out of their own
@@ -56,7 +56,7 @@ extension PeripheralManager {
     /// `remove(_:)`: takes `service` out of the added services and out of every application
     /// that carries it because another service includes it.
     func unpublish(_ service: MutableService) {
-        shared.withLock { state in
+        engine.sync { state in
             state.services.removeAll { $0 === service }
             state.inclusion.removed.insert(ObjectIdentifier(service))
         }
@@ -66,7 +66,7 @@ extension PeripheralManager {
 
     /// `removeAllServices()`.
     func unpublishAll() {
-        shared.withLock { state in
+        engine.sync { state in
             state.services.removeAll()
             state.inclusion.removed.removeAll()
         }
@@ -79,7 +79,7 @@ extension PeripheralManager {
             return BluetoothError(
                 .invalidParameters, message: "\(service) includes itself through its included services")
         }
-        let wasAdded = shared.withLock { state in
+        let wasAdded = engine.sync { state in
             state.inclusion.removed.remove(ObjectIdentifier(service))
             if state.services.contains(where: { $0 === service }) { return true }
             state.services.append(service)
@@ -97,7 +97,7 @@ extension PeripheralManager {
         }
         if !wasAdded {
             // Not published: give back what it took (included services' own applications).
-            shared.withLock { state in state.services.removeAll { $0 === service } }
+            engine.sync { state in state.services.removeAll { $0 === service } }
             _ = await reconcileApplications()
         }
         return BluetoothError(.unknown, message: failure.error.description, underlying: failure.error)
@@ -109,7 +109,7 @@ extension PeripheralManager {
     /// Unregisters the applications that are no longer wanted as they are, then registers the
     /// wanted ones that are missing. Returns the registrations that failed (also logged).
     func reconcileApplications() async -> [(layout: ApplicationLayout, error: BlueZError)] {
-        let (wanted, stale, client) = shared.withLock { state in
+        let (wanted, stale, client) = engine.sync { state in
             state.inclusion.removed = Self.stillIncluded(state.inclusion.removed, by: state.services)
             let wanted = Self.layouts(for: state.services, excluding: state.inclusion.removed)
             var stale: [BlueZGattApplication] = []

@@ -14,10 +14,8 @@ extension PeripheralManager {
     }
 
     /// The running bluetoothd's features, probed from the adapter's properties.
-    func serverFeatures(_ client: BlueZClient) async -> BlueZServerFeatures {
-        await withCheckedContinuation { c in
-            client.queue.async { c.resume(returning: client.serverFeatures) }
-        }
+    func serverFeatures(_ client: BlueZClient) -> BlueZServerFeatures {
+        engine.run { client.serverFeatures }
     }
 
     /// What `characteristic` does with the sockets bluetoothd opens for it.
@@ -34,7 +32,7 @@ extension PeripheralManager {
     private func notifyLinkOpened(_ link: BlueZNotifyLink, _ characteristic: MutableCharacteristic) {
         let key = ObjectIdentifier(characteristic)
         let address = link.deviceAddress
-        let (isNew, replaced, adapter) = shared.withLock { state in
+        let (isNew, replaced, adapter) = engine.sync { state in
             state.published[key] = characteristic
             state.subscriptions.active(address, mtu: link.mtu)
             let replaced = state.notifyLinks[key, default: [:]].updateValue(link, forKey: address)
@@ -47,7 +45,7 @@ extension PeripheralManager {
     /// bluetoothd wrote a confirmation: the central confirmed an indication sent through its socket.
     private func notifyLinkConfirmed(_ link: BlueZNotifyLink, _ characteristic: MutableCharacteristic) {
         let key = ObjectIdentifier(characteristic)
-        let ended = shared.withLock { state in
+        let ended = engine.sync { state in
             state.socketConfirmationsSeen = true
             _ = state.subscriptions.confirmationArrived(for: key, from: link.deviceAddress)
             return state.takeEndedWaits()
@@ -59,7 +57,7 @@ extension PeripheralManager {
     private func notifyLinkClosed(_ link: BlueZNotifyLink, _ characteristic: MutableCharacteristic) {
         let key = ObjectIdentifier(characteristic)
         let address = link.deviceAddress
-        let (left, adapter, ended, ready) = shared.withLock { state in
+        let (left, adapter, ended, ready) = engine.sync { state in
             var left = false
             if state.notifyLinks[key]?[address] === link {
                 state.notifyLinks[key]?[address] = nil
@@ -75,7 +73,7 @@ extension PeripheralManager {
 
     /// Closes the sockets of a central whose link went down (bluetoothd closes its ends too).
     func closeNotifyLinks(of address: String) {
-        let links = shared.withLock { state in
+        let links = engine.sync { state in
             state.notifyLinks.keys.compactMap { state.notifyLinks[$0]?.removeValue(forKey: address) }
         }
         for link in links { link.close() }
@@ -83,7 +81,7 @@ extension PeripheralManager {
 
     /// Closes every socket (bluetoothd or the adapter went away).
     func closeAllNotifyLinks() {
-        let links = shared.withLock { state in
+        let links = engine.sync { state in
             defer {
                 state.notifyLinks.removeAll()
                 state.socketRoomWaits.removeAll()
@@ -104,7 +102,7 @@ extension PeripheralManager {
         queue connectionQueue: DispatchQueue
     ) -> Bool {
         let wanted = centrals.map { Set($0.map(\.identifier)) }
-        let (targets, waiting) = shared.withLock { state -> ([BlueZNotifyLink], Bool) in
+        let (targets, waiting) = engine.sync { state -> ([BlueZNotifyLink], Bool) in
             let links = (state.notifyLinks[key] ?? [:]).values.filter { link in
                 guard let wanted else { return true }
                 return wanted.contains(
@@ -122,7 +120,7 @@ extension PeripheralManager {
             return false
         }
         let addresses = targets.map(\.deviceAddress)
-        let begun = shared.withLock { state in
+        let begun = engine.sync { state in
             guard indicatesOnly else { return true }
             if state.subscriptions.refusesUpdate(of: key, to: addresses) { return false }
             guard state.socketConfirmationsSeen else { return true }
@@ -141,13 +139,13 @@ extension PeripheralManager {
 
     /// Waits for each of `links` to have room, then tells the delegate once.
     private func waitForRoom(in links: [BlueZNotifyLink]) {
-        let new = shared.withLock { state in
+        let new = engine.sync { state in
             links.filter { state.socketRoomWaits.insert(ObjectIdentifier($0)).inserted }
         }
         for link in new {
             link.whenWritable { [weak self, weak link] in
                 guard let self, let link else { return }
-                let ready = self.shared.withLock { state in
+                let ready = self.engine.sync { state in
                     state.socketRoomWaits.remove(ObjectIdentifier(link)) != nil && state.socketRoomWaits.isEmpty
                 }
                 if ready { self.socketsHaveRoom() }

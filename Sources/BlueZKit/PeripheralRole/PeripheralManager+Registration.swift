@@ -5,14 +5,14 @@ import Foundation
 extension PeripheralManager {
     /// Exports `layout` as one GATT application and registers it (`RegisterApplication`).
     func register(_ layout: ApplicationLayout) async throws(BlueZError) {
-        let (client, number, adapterAddress) = shared.withLock { state in
+        let (client, number, adapterAddress) = engine.sync { state in
             state.nextApplication += 1
             return (state.client, state.nextApplication, state.adapterAddress)
         }
         guard let client, let adapter = await adapterPath(client) else {
             throw BlueZError(.notReady, "no adapter")
         }
-        let features = await serverFeatures(client)
+        let features = serverFeatures(client)
         let characteristics = layout.services.flatMap { $0.publishedCharacteristics }
         for characteristic in characteristics {
             if let warning = lostWriteResultsWarning(for: characteristic) { BlueZLog.warning(warning) }
@@ -33,7 +33,7 @@ extension PeripheralManager {
             await application.unregister(from: nil)
             throw error
         }
-        shared.withLock { state in
+        engine.sync { state in
             state.applications[ObjectIdentifier(layout.host)] = application
             state.inclusion.layouts[ObjectIdentifier(layout.host)] = layout
             for (characteristic, id) in zip(characteristics, application.characteristicIDs) {
@@ -57,7 +57,7 @@ extension PeripheralManager {
         guard characteristic.properties.isSuperset(of: [.write, .writeWithoutResponse]),
             !characteristic.permissions.isDisjoint(with: [.writeable, .writeEncryptionRequired])
         else { return nil }
-        let first = shared.withLock { state in
+        let first = engine.sync { state in
             defer { state.warnedOfLostWriteResults = true }
             return !state.warnedOfLostWriteResults
         }
@@ -145,7 +145,7 @@ extension PeripheralManager {
         centralWasActive(address: address, mtu: request.mtu.map(Int.init))
         let central = self.central(address: address, adapter: adapterAddress)
         // An app that never answers must not leave the central waiting for bluetoothd's timeout.
-        let timeout = shared.withLock { $0.requestTimeout }
+        let timeout = engine.sync { $0.requestTimeout }
         queue.asyncAfter(deadline: .now() + timeout.dispatchInterval) {
             request.fail(with: .unlikelyError)
         }
@@ -157,7 +157,7 @@ extension PeripheralManager {
     /// the adapter came back (their registrations died with it). Failures are logged; the
     /// delegate is not called, as Core Bluetooth restores published state silently.
     func republish() async {
-        let (content, stale, staleAdvertisement) = shared.withLock { state in
+        let (content, stale, staleAdvertisement) = engine.sync { state in
             defer {
                 state.applications.removeAll()
                 state.inclusion.layouts.removeAll()
@@ -171,7 +171,7 @@ extension PeripheralManager {
         _ = await reconcileApplications()
         if let content {
             let error = await advertise(content)
-            shared.withLock { $0.isAdvertising = error == nil }
+            engine.sync { $0.isAdvertising = error == nil }
             if let error { BlueZLog.warning("could not advertise again after bluetoothd came back: \(error)") }
         }
     }
@@ -193,7 +193,7 @@ extension PeripheralManager {
 
     /// Registers the advertisement; returns the error for the delegate, if any.
     func advertise(_ content: BlueZAdvertisement.Content) async -> (any Error)? {
-        let client = shared.withLock { $0.client }
+        let client = engine.sync { $0.client }
         guard let client, let adapter = await adapterPath(client) else {
             return BluetoothError(.bluetoothUnavailable, message: "no adapter")
         }
@@ -204,12 +204,12 @@ extension PeripheralManager {
                 message:
                     "the advertising data needs \(content.advertisingDataLength) bytes; this adapter takes \(maximum)")
         }
-        let previous = shared.withLock { $0.advertisement }
+        let previous = engine.sync { $0.advertisement }
         await previous?.unregister(from: adapter)
         let advertisement: BlueZAdvertisement
         do throws(BlueZError) {
             advertisement = try await BlueZAdvertisement(client: client, content: content) {
-                [weak self] in self?.shared.withLock { $0.isAdvertising = false }
+                [weak self] in self?.engine.sync { $0.isAdvertising = false }
             }
         } catch {
             return BluetoothError(.unknown, message: error.description, underlying: error)
@@ -221,7 +221,7 @@ extension PeripheralManager {
             await advertisement.unregister(from: nil)
             return BluetoothError(.unknown, message: error.description, underlying: error)
         }
-        shared.withLock { state in
+        engine.sync { state in
             state.advertisement = advertisement
             state.wantedAdvertisement = content
         }

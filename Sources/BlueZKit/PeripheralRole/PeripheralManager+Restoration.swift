@@ -38,7 +38,7 @@ extension PeripheralManager {
     /// Saves the current state now (on `queue`).
     func saveState() {
         guard let restoration else { return }
-        let (services, removed, advertisement) = shared.withLock {
+        let (services, removed, advertisement) = engine.sync {
             ($0.services, $0.inclusion.removed, $0.advertisementData)
         }
         restoration.save(
@@ -51,7 +51,7 @@ extension PeripheralManager {
     func restore(_ saved: PeripheralRestorationRecord) {
         let services = Self.restoredServices(saved.services)
         let subscribed = Self.allCharacteristics(of: services).filter { !($0.subscribedCentrals ?? []).isEmpty }
-        shared.withLock { state in
+        engine.sync { state in
             state.restoredSubscriptions = subscribed
             state.services = services
             state.advertisementData = saved.advertisement
@@ -69,14 +69,14 @@ extension PeripheralManager {
     /// The restored subscriptions bluetoothd no longer has: reported as ended after the first
     /// `didUpdateState` (on `queue`), and saved so.
     func endRestoredSubscriptions() {
-        let (characteristics, adapter) = shared.withLock { state in
+        let (characteristics, adapter) = engine.sync { state in
             defer { state.restoredSubscriptions = [] }
             return (state.restoredSubscriptions, state.adapterAddress)
         }
         guard !characteristics.isEmpty else { return }
         for characteristic in characteristics {
             let restored = characteristic.subscribedCentrals ?? []
-            let current = shared.withLock { $0.subscriptions.subscribers(of: ObjectIdentifier(characteristic)) }
+            let current = engine.sync { $0.subscriptions.subscribers(of: ObjectIdentifier(characteristic)) }
                 .map { central(address: $0, adapter: adapter) }
             characteristic.setSubscribedCentrals(current)
             for central in restored where !current.contains(central) {

@@ -68,8 +68,15 @@ extension PeripheralManager {
                     + "an attribute value holds at most \(Self.maximumValueLength)")
             return false
         }
+        return engine.run { updateValueOnBusQueue(value, for: characteristic, onSubscribedCentrals: centrals) }
+    }
+
+    /// ``updateValue(_:for:onSubscribedCentrals:)`` once the length is checked, on the bus queue.
+    private func updateValueOnBusQueue(
+        _ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?
+    ) -> Bool {
         let key = ObjectIdentifier(characteristic)
-        let (target, client, adapter) = shared.withLock {
+        let (target, client, adapter) = engine.sync {
             ($0.characteristics[key], $0.client, $0.adapterAddress)
         }
         guard let (application, id) = target, let client else { return false }
@@ -83,13 +90,13 @@ extension PeripheralManager {
             return false
         }
         let indicatesOnly = Self.indicatesOnly(characteristic.properties)
-        if shared.withLock({ $0.socketCharacteristics.contains(key) }) {
+        if engine.sync({ $0.socketCharacteristics.contains(key) }) {
             return updateThroughSockets(
                 value, key, centrals: centrals, indicatesOnly: indicatesOnly, queue: client.queue)
         }
-        if indicatesOnly, shared.withLock({ $0.subscriptions.refusesUpdate(of: key) }) { return false }
+        if indicatesOnly, engine.sync({ $0.subscriptions.refusesUpdate(of: key) }) { return false }
         // Once refused, refuse until the delegate heard isReady, so that values keep their order.
-        if shared.withLock({ $0.roomTimer != nil }) { return false }
+        if engine.sync({ $0.roomTimer != nil }) { return false }
         let backlog = client.backlog
         if backlog.queuedMessages >= Self.backlogLimit.queuedMessages
             || backlog.outgoingBytes >= Self.backlogLimit.outgoingBytes
@@ -101,8 +108,8 @@ extension PeripheralManager {
             application.notify(id, value: Array(value))
             return true
         }
-        // Checked again with the wait begun under the same lock: two callers cannot both send.
-        let begun = shared.withLock { state in
+        // Checked again with the wait begun in the same block: two callers cannot both send.
+        let begun = engine.sync { state in
             if state.subscriptions.refusesUpdate(of: key) { return false }
             if let generation = state.subscriptions.expectConfirmations(of: key) {
                 startConfirmationTimer(generation, for: key, in: &state, queue: client.queue)
@@ -127,7 +134,7 @@ extension PeripheralManager {
         -> (UUID, Int)?
     {
         let wanted = centrals.map { Set($0.map(\.identifier)) }
-        return shared.withLock { state in
+        return engine.sync { state in
             var tightest: (UUID, Int)?
             for address in state.subscriptions.subscribers(of: key) {
                 guard let mtu = state.subscriptions.mtu(of: address) else { continue }
@@ -141,7 +148,7 @@ extension PeripheralManager {
 
     /// Polls the backlog every 5 ms while an update was refused, then tells the delegate once.
     private func waitForRoom(on client: BlueZClient) {
-        let timer: (any DispatchSourceTimer)? = shared.withLock { state in
+        let timer: (any DispatchSourceTimer)? = engine.sync { state in
             guard state.roomTimer == nil else { return nil }
             let timer = DispatchSource.makeTimerSource(queue: client.queue)
             state.roomTimer = timer
@@ -156,7 +163,7 @@ extension PeripheralManager {
             else { return }
             timer.cancel()
             self.queue.async {
-                self.shared.withLock { $0.roomTimer = nil }
+                self.engine.sync { $0.roomTimer = nil }
                 self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
             }
         }
@@ -168,12 +175,12 @@ extension PeripheralManager {
 
     /// Ends the wait of `generation` after `confirmationTimeout`, in case a confirmation got lost.
     func startConfirmationTimer(
-        _ generation: Int, for key: ObjectIdentifier, in state: inout Shared, queue: DispatchQueue
+        _ generation: Int, for key: ObjectIdentifier, in state: inout EngineState, queue: DispatchQueue
     ) {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [weak self] in
             guard let self else { return }
-            let ended = self.shared.withLock { state in
+            let ended = self.engine.sync { state in
                 state.subscriptions.confirmationsTimedOut(for: key, generation: generation)
                 return state.takeEndedWaits()
             }
@@ -186,7 +193,7 @@ extension PeripheralManager {
 
     /// bluetoothd called `Confirm()` on the characteristic: a central confirmed its indication.
     private func indicationConfirmed(_ key: ObjectIdentifier) {
-        let (counted, ended) = shared.withLock { state in
+        let (counted, ended) = engine.sync { state in
             (state.subscriptions.confirmationArrived(for: key), state.takeEndedWaits())
         }
         if !counted { BlueZLog.debug("a confirmation arrived while none was awaited: ignored") }
@@ -195,12 +202,12 @@ extension PeripheralManager {
 
     /// Cancels the timers of waits that ended, and tells the delegate "ready" once for those
     /// that refused an update (the refusal lasts until it is told).
-    func finish(_ ended: Shared.EndedWaits) {
+    func finish(_ ended: EngineState.EndedWaits) {
         for timer in ended.timers { timer.cancel() }
         let ready = ended.ready
         guard !ready.isEmpty else { return }
         queue.async {
-            self.shared.withLock { state in
+            self.engine.sync { state in
                 for wait in ready {
                     state.subscriptions.readyDelivered(for: wait.characteristic, generation: wait.generation)
                 }
@@ -214,7 +221,7 @@ extension PeripheralManager {
     /// bluetoothd called `StartNotify` (`isOn`) or `StopNotify` on `characteristic`.
     func notifyingChanged(_ characteristic: MutableCharacteristic, isOn: Bool) {
         let key = ObjectIdentifier(characteristic)
-        let (changes, adapter, ended) = shared.withLock { state in
+        let (changes, adapter, ended) = engine.sync { state in
             state.published[key] = characteristic
             if let links = state.notifyLinks[key], !links.isEmpty {
                 // bluetoothd fell back to StartNotify for one central: the others keep their sockets.
@@ -232,7 +239,7 @@ extension PeripheralManager {
 
     /// A device of our adapter changed: follow the links of centrals.
     func centralLinkChanged(address: String, connected: Bool) {
-        let (left, adapter, ended): ([MutableCharacteristic], String, Shared.EndedWaits) = shared.withLock { state in
+        let (left, adapter, ended): ([MutableCharacteristic], String, EngineState.EndedWaits) = engine.sync { state in
             if connected {
                 state.subscriptions.connected(address)
                 return ([], state.adapterAddress, .init())
@@ -251,7 +258,7 @@ extension PeripheralManager {
     func adoptConnectedCentrals(_ client: BlueZClient) {
         let addresses = client.devices.compactMap { _, device in device.connected ? device.address : nil }
         guard !addresses.isEmpty else { return }
-        shared.withLock { state in
+        engine.sync { state in
             for address in addresses where !state.subscriptions.connectedAddresses.contains(address) {
                 state.subscriptions.connected(address)
             }
@@ -260,14 +267,14 @@ extension PeripheralManager {
 
     /// A read or write came from `address`.
     func centralWasActive(address: String, mtu: Int?) {
-        shared.withLock { $0.subscriptions.active(address, mtu: mtu) }
+        engine.sync { $0.subscriptions.active(address, mtu: mtu) }
     }
 
     /// bluetoothd left or the adapter went away: every subscription ends.
     func dropAllSubscriptions() {
         closeAllNotifyLinks()
-        let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, Shared.EndedWaits) =
-            shared.withLock { state in
+        let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, EngineState.EndedWaits) =
+            engine.sync { state in
                 let table = state.subscriptions.reset()
                 return (
                     table.compactMap { key, addresses in state.published[key].map { ($0, addresses) } },
@@ -282,7 +289,7 @@ extension PeripheralManager {
 
     /// The `Central` object for an address, with the MTU its requests reported (23 when none did).
     func central(address: String, adapter: String) -> Central {
-        let mtu = shared.withLock { $0.subscriptions.mtu(of: address) } ?? 23
+        let mtu = engine.sync { $0.subscriptions.mtu(of: address) } ?? 23
         return Central(
             identifier: PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address),
             maximumUpdateValueLength: mtu - 3)
@@ -295,7 +302,7 @@ extension PeripheralManager {
     ) {
         guard !addresses.isEmpty else { return }
         let centrals = addresses.map { central(address: $0, adapter: adapter) }
-        let current = shared.withLock { $0.subscriptions.subscribers(of: ObjectIdentifier(characteristic)) }
+        let current = engine.sync { $0.subscriptions.subscribers(of: ObjectIdentifier(characteristic)) }
             .map { central(address: $0, adapter: adapter) }
         characteristic.setSubscribedCentrals(current)
         saveStateSoon()
@@ -314,7 +321,7 @@ extension PeripheralManager {
     }
 }
 
-extension PeripheralManager.Shared {
+extension PeripheralManager.EngineState {
     /// Waits for indication confirmations that ended: their timers, and those that refused an update.
     struct EndedWaits {
         var timers: [any DispatchSourceTimer] = []

@@ -29,8 +29,9 @@ import Locking
 /// subscriber and counts later ones silently, where `StartNotify` is called for each central that
 /// subscribes. bluetoothd publishes no version: `Adapter1.Connectable` (5.79) is the probe.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state is behind `PosixMutex`es, the
-/// delegate behind `delegateLock`.
+/// The invariant behind `@unchecked Sendable`: mutable state lives on the engine's bus queue
+/// (see `PeripheralEngine`), the reported state behind its `PosixMutex`, the delegate behind
+/// `delegateLock`.
 public final class PeripheralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
@@ -40,16 +41,17 @@ public final class PeripheralManager: @unchecked Sendable {
     // conformance lookup), read and written under `delegateLock`.
     private let delegateLock = NSLock()
     private weak var delegateObject: (any PeripheralManagerDelegate)?
-    let shared = PosixMutex(Shared())
-    /// Service changes and republishing, one after the other (`serially`).
-    let changes = SerialTaskChain()
+    /// The state and the work on the bus queue.
+    let engine: PeripheralEngine
+    /// ``state``, set on `queue` right before the delegate hears of it.
+    private let reportedState = PosixMutex(ManagerState.unknown)
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<PeripheralRestorationRecord>?
 
-    struct Shared {
-        var state: ManagerState = .unknown
+    /// What the manager knows and has published, on the engine's bus queue.
+    struct EngineState {
         /// bluetoothd's and the adapter's presence, and the state they give.
         var presence = AdapterPresence()
         var client: BlueZClient?
@@ -114,12 +116,15 @@ public final class PeripheralManager: @unchecked Sendable {
         self.restoration = options.restoreIdentifier.map {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .peripheral)
         }
+        let engine = PeripheralEngine(label: "bluezkit.peripheral")
+        self.engine = engine
         delegateObject = delegate
         // The connect loop holds the manager weakly: a released manager stops it.
-        Task { [weak self, options] in
+        engine.onBusQueue { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
             let bus = await BlueZBus.connect(
-                address: options.busAddress, label: "bluezkit.peripheral", isWanted: { [weak self] in self != nil }
+                address: options.busAddress, label: "bluezkit.peripheral", queue: engine.busQueue,
+                isWanted: { [weak self] in self != nil }
             ) { [weak self] error, attempt in
                 self?.busUnreachable(error, attempt: attempt)
             }
@@ -141,10 +146,10 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     /// Whether the adapter can be used, as for ``CentralManager/state``.
-    public var state: ManagerState { shared.withLock { $0.state } }
+    public var state: ManagerState { reportedState.withLock { $0 } }
 
     /// Whether an advertisement is registered with bluetoothd.
-    public var isAdvertising: Bool { shared.withLock { $0.isAdvertising } }
+    public var isAdvertising: Bool { engine.sync { $0.isAdvertising } }
 
     // MARK: Services
 
@@ -204,7 +209,7 @@ public final class PeripheralManager: @unchecked Sendable {
     /// ``startAdvertising(_:)-(AdvertisementData)``, then `done` with the delegate's error (on the
     /// manager's queue, after the delegate call).
     func startAdvertising(_ data: AdvertisementData, then done: (@Sendable ((any Error)?) -> Void)?) {
-        let busy = shared.withLock { state in
+        let busy = engine.sync { state in
             guard !state.isAdvertising, !state.isStartingAdvertising else { return true }
             state.isStartingAdvertising = true
             return false
@@ -218,14 +223,14 @@ public final class PeripheralManager: @unchecked Sendable {
             }
         }
         let content = Self.advertisementContent(data)
-        Task {
-            let error = await advertise(content)
-            shared.withLock { state in
+        engine.onBusQueue {
+            let error = await self.advertise(content)
+            self.engine.sync { state in
                 state.isStartingAdvertising = false
                 state.isAdvertising = error == nil
                 if error == nil { state.advertisementData = data }
             }
-            queue.async {
+            self.queue.async {
                 self.saveState()
                 self.delegate?.peripheralManagerDidStartAdvertising(self, error: error)
                 done?(error)
@@ -235,7 +240,7 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// Stops advertising (`UnregisterAdvertisement`).
     public func stopAdvertising() {
-        let (advertisement, client) = shared.withLock { state in
+        let (advertisement, client) = engine.sync { state in
             defer {
                 state.advertisement = nil
                 state.isAdvertising = false
@@ -246,7 +251,7 @@ public final class PeripheralManager: @unchecked Sendable {
         }
         saveStateSoon()
         guard let advertisement else { return }
-        Task { await advertisement.unregister(from: await adapterPath(client)) }
+        engine.onBusQueue { await advertisement.unregister(from: await self.adapterPath(client)) }
     }
 
     // MARK: Requests
@@ -301,7 +306,7 @@ public final class PeripheralManager: @unchecked Sendable {
             }
         }
         let agent = options.registersPairingAgent ? BlueZAgent(bus: bus) : nil
-        shared.withLock { state in
+        engine.sync { state in
             state.client = client
             state.agent = agent
         }
@@ -310,24 +315,24 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     private func adapterChanged(_ status: BlueZClient.AdapterStatus) {
-        let (change, agent, republish): (AdapterPresence.Change, BlueZAgent?, Bool) = shared.withLock { shared in
-            let change = shared.presence.update(status)
+        let (change, agent, republish): (AdapterPresence.Change, BlueZAgent?, Bool) = engine.sync { state in
+            let change = state.presence.update(status)
             // Registrations end with bluetoothd and with the adapter; they are made again once it
             // is powered.
             var republish = false
             if case .present(_, let powered) = status {
-                republish = powered && shared.registrationsLost
-                if republish { shared.registrationsLost = false }
+                republish = powered && state.registrationsLost
+                if republish { state.registrationsLost = false }
             } else {
-                shared.registrationsLost = true
+                state.registrationsLost = true
             }
-            return (change, change.bluetoothdAppeared ? shared.agent : nil, republish)
+            return (change, change.bluetoothdAppeared ? state.agent : nil, republish)
         }
         // bluetoothd forgets agents when it restarts: register on every appearance.
         agent?.registerInBackground(for: "PeripheralManager", requestDefault: options.requestsDefaultPairingAgent)
         let state = change.state
         if case .present = status {
-            if let client = shared.withLock({ $0.client }) { adoptConnectedCentrals(client) }
+            if let client = engine.sync({ $0.client }) { adoptConnectedCentrals(client) }
         } else {
             dropAllSubscriptions()
         }
@@ -337,9 +342,9 @@ public final class PeripheralManager: @unchecked Sendable {
 
     private func setState(_ newState: ManagerState) {
         queue.async {
-            let changed = self.shared.withLock { shared in
-                defer { shared.state = newState }
-                return shared.state != newState
+            let changed = self.reportedState.withLock { state in
+                defer { state = newState }
+                return state != newState
             }
             if changed { self.delegate?.peripheralManagerDidUpdateState(self) }
             if newState != .unknown { self.endRestoredSubscriptions() }

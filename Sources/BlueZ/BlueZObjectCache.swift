@@ -214,20 +214,31 @@ package final class BlueZObjectCache: @unchecked Sendable {
 
     private func propertiesChanged(_ message: DBusMessage) {
         guard !held(.propertiesChanged, message) else { return }
-        guard isLoaded, let path = message.path, objects[path] != nil else { return }
-        for interface in [BlueZNames.gattCharacteristic, BlueZNames.gattDescriptor] {
-            if let bytes = message.propertiesChangedValueBytes(of: interface) {
-                guard objects[path]?[interface.rawValue] != nil else { return }
-                objects[path]![interface.rawValue]!["Value"] = .bytes(bytes)
-                return events(.valueChanged(path, interface: interface.rawValue, bytes))
-            }
+        guard isLoaded, let path = message.path, let index = objects.index(forKey: path) else { return }
+        // The hottest signal (a value notified through StartNotify, or read): the path looked up
+        // once, the value stored in place.
+        if let (interface, bytes) = Self.valueChange(message) {
+            guard objects.values[index][interface.rawValue] != nil else { return }
+            objects.values[index][interface.rawValue]!["Value"] = .bytes(bytes)
+            return events(.valueChanged(path, interface: interface.rawValue, bytes))
         }
-        guard let change = message.propertiesChange(), objects[path]?[change.interface] != nil else { return }
-        for (name, value) in change.changed { objects[path]![change.interface]![name] = value }
-        for name in change.invalidated { objects[path]![change.interface]![name] = nil }
+        guard let change = message.propertiesChange(), objects.values[index][change.interface] != nil else { return }
+        for (name, value) in change.changed { objects.values[index][change.interface]![name] = value }
+        for name in change.invalidated { objects.values[index][change.interface]![name] = nil }
         events(
             .propertiesChanged(
                 path, interface: change.interface, changed: change.changed, invalidated: change.invalidated))
+    }
+
+    /// A characteristic's or descriptor's new `Value` and nothing else, with its interface.
+    private static func valueChange(_ message: DBusMessage) -> (InterfaceName, [UInt8])? {
+        if let bytes = message.propertiesChangedValueBytes(of: BlueZNames.gattCharacteristic) {
+            return (BlueZNames.gattCharacteristic, bytes)
+        }
+        if let bytes = message.propertiesChangedValueBytes(of: BlueZNames.gattDescriptor) {
+            return (BlueZNames.gattDescriptor, bytes)
+        }
+        return nil
     }
 
     // MARK: Decoding

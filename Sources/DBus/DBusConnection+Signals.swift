@@ -177,8 +177,8 @@ extension DBusConnection {
 
     private func deliver(_ message: DBusMessage, to entries: [SignalRouter.Entry]) {
         for entry in entries {
-            let owner = entry.rule.sender.flatMap { nameOwners[$0]?.owner }
-            guard entry.rule.matches(message, senderOwner: owner), !entry.state.isCancelled else { continue }
+            guard entry.rule.matches(message, senderOwner: { nameOwners[$0]?.owner }), !entry.state.isCancelled
+            else { continue }
             entry.handler(message)
         }
     }

@@ -44,7 +44,17 @@ extension CentralManager {
                 continuation.resume(returning: error)
             }
         }
-        if let failure { throw failure }
+        guard let failure else { return }
+        // Not running (unless another scan replaced this one): so the caller sees it at once.
+        if failure.code != .operationCancelled {
+            shared.withLock { state in
+                state.isScanning = false
+                state.scan = nil
+                state.scanToResume = nil
+            }
+            saveStateSoon()
+        }
+        throw failure
     }
 
     /// The passive scan could not start or was refused: no longer scanning (from the bus queue).

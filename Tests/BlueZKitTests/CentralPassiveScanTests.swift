@@ -172,6 +172,27 @@ import Testing
         #expect(adapter.releasedMonitors.count == 1)
     }
 
+    @Test func resumesPassivelyAfterBluetoothdRestarts() async throws {
+        let fixture = try await Self.fixture()
+        defer { fixture.bluez.stop() }
+        let thresholds = try RSSIThresholds(highThreshold: -70, lowThreshold: -90)
+        try await fixture.central.scanPassively(withServices: nil, options: Self.taggedScan(rssi: thresholds))
+        try await fixture.bluez.restart()
+        try await waitUntil("the scan resumed with a monitor") {
+            fixture.central.isScanning && fixture.bluez.adapters.first?.registeredMonitors.count == 1
+        }
+        let monitor = try #require(fixture.bluez.adapters.first?.registeredMonitors.first)
+        #expect(monitor.patterns.map(\.content) == [[0xFF, 0xFF, 0x70, 0x74]])
+        #expect(monitor.rssiHighThreshold == -70)
+        #expect(fixture.bluez.adapters.first?.isDiscovering == false)
+        try fixture.bluez.addPeripheral(Self.beacon("C0:FF:EE:00:00:02", name: "Other", payload: [0x01]))
+        try fixture.bluez.addPeripheral(Self.beacon())
+        try await waitUntil("the tagged peripheral is discovered") {
+            !fixture.delegate.discoveries(named: "Tagged").isEmpty
+        }
+        #expect(fixture.delegate.discoveries(named: "Other").isEmpty)
+    }
+
     @Test func sendsTheRSSIThresholds() async throws {
         let fixture = try await Self.fixture()
         defer { fixture.bluez.stop() }

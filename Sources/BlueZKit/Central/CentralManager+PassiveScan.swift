@@ -7,7 +7,7 @@ extension CentralManager {
     ///
     /// The same scan as ``scanForPeripherals(withServices:options:)-(_,ScanOptions)`` with
     /// ``ScanOptions/passive`` set: discoveries arrive through
-    /// ``CentralManagerDelegate/centralManager(_:didDiscover:advertisementData:rssi:)`` on the
+    /// ``CentralManagerDelegate/centralManager(_:didDiscover:advertisementData:rssi:)-(_,_,[String:Any],_)`` on the
     /// manager's queue and through ``discoveries()``, and ``stopScan()`` ends it. It exports an
     /// `org.bluez.AdvertisementMonitor1` object (type `or_patterns`, the patterns, the RSSI
     /// thresholds) and calls `AdvertisementMonitorManager1.RegisterMonitor` on the adapter;

@@ -8,7 +8,7 @@ public import Foundation
 /// `or_patterns`, registered with `AdvertisementMonitorManager1.RegisterMonitor`), which
 /// bluetoothd offers only when it runs with `--experimental` (`-E`); without it, the scan fails
 /// with ``BluetoothError/Code/advertisementMonitorUnavailable``. Discoveries arrive as with an
-/// active scan, through ``CentralManagerDelegate/centralManager(_:didDiscover:advertisementData:rssi:)``
+/// active scan, through ``CentralManagerDelegate/centralManager(_:didDiscover:advertisementData:rssi:)-(_,_,[String:Any],_)``
 /// on the manager's queue. A passive scan receives no scan responses: a name that a peripheral
 /// sends only in its scan response (where bluetoothd puts a long local name) is not seen.
 ///

@@ -84,13 +84,15 @@ extension EndToEndTests {
         try await Task.sleep(for: Self.passiveMissBound)
         #expect(missing.discoveries.isEmpty)
 
-        // stopScan unregisters: bluetoothd logs the call (`-d`) and releases the monitor.
+        // stopScan unregisters: bluetoothd (`-d`) logs the release of the monitor it destroys
+        // (`monitor_release` in src/adv_monitor.c, 5.66 and 5.82 alike); the other monitors stay.
         let logStart = EndToEndScope.logSize()
         matchCentral.stopScan()
         #expect(!matchCentral.isScanning)
-        try await waitUntil("bluetoothd unregistered the monitor", timeout: .seconds(30)) {
-            Self.bluetoothdLog(from: logStart).contains("AdvertisementMonitorManager1.UnregisterMonitor")
+        try await waitUntil("bluetoothd released the monitor", timeout: .seconds(30)) {
+            Self.bluetoothdLog(from: logStart).contains("Calling Release() on Adv Monitor")
         }
+        #expect(Self.bluetoothdLog(from: logStart).components(separatedBy: "Calling Release()").count - 1 == 1)
         missCentral.stopScan()
         thresholdCentral.stopScan()
         manager.stopAdvertising()

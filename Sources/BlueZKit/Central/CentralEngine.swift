@@ -20,6 +20,10 @@ final class CentralEngine: @unchecked Sendable {
     var adapterAddress: String { presence.adapterAddress }
     var peripherals: [DeviceID: Peripheral] = [:]
     var scan: ScanState?
+    /// Counts the scans started, so that late events of a replaced one are told apart.
+    var scanGeneration = 0
+    /// The advertisement monitor of a passive scan (`CentralEngine+PassiveScan.swift`).
+    var passiveScan: PassiveSession?
     var links: [DeviceID: Link] = [:]
     var gatt: [DeviceID: GattModel] = [:]
     var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
@@ -102,10 +106,13 @@ final class CentralEngine: @unchecked Sendable {
     // MARK: Scanning (called from any thread)
 
     func startScan(services: [BluetoothUUID]?, options: ScanOptions) {
+        if options.passive != nil { return startPassiveScan(services: services, options: options, completion: nil) }
         // BlueZ's UUID filter matches advertised services only: with solicited services to
         // look for as well, every device must come through and is filtered here.
         let uuids = options.solicitedServiceUUIDs.isEmpty ? (services ?? []).map(\.bluezString) : []
         busQueue.async {
+            self.retirePassiveScan()
+            self.scanGeneration += 1
             self.scan = ScanState(services: services.flatMap { $0.isEmpty ? nil : Set($0) }, options: options)
         }
         inDiscoveryOrder {
@@ -125,7 +132,10 @@ final class CentralEngine: @unchecked Sendable {
     }
 
     func stopScan() {
-        busQueue.async { self.scan = nil }
+        busQueue.async {
+            self.scan = nil
+            self.retirePassiveScan()
+        }
         inDiscoveryOrder {
             // Pending connections may still need discovery: hand over to the background one.
             self.backgroundDiscovery = false
@@ -170,6 +180,7 @@ final class CentralEngine: @unchecked Sendable {
             }
         case .deviceRemoved(let id):
             scan?.reported[id] = nil
+            passiveDeviceRemoved(id)
             lastSeenRSSI[id] = nil
             linkLost(id)
             abandonAttempt(id)
@@ -190,6 +201,7 @@ final class CentralEngine: @unchecked Sendable {
         let newState = change.state
         if newState != .poweredOn {
             scan = nil
+            passiveScanInterrupted()
             // Links cannot outlive bluetoothd or the adapter: report them lost (before the
             // state, so that a delegate that connects again at once is still allowed to). The
             // requests that follow stay pending until the adapter is back.
@@ -208,10 +220,12 @@ final class CentralEngine: @unchecked Sendable {
         manager?.post(.state(newState))
     }
 
-    private func advertised(_ id: DeviceID, _ device: BlueZDeviceProperties) {
+    func advertised(_ id: DeviceID, _ device: BlueZDeviceProperties) {
         // Read the scan's parameters without copying its `reported` table: a copy per
         // advertisement cost most of the CPU of a busy scan and fragmented memory.
-        guard let services = scan.map(\.services), let options = scan?.options, let rssi = device.rssi else { return }
+        guard let services = scan.map(\.services), let options = scan?.options, let rssi = device.rssi,
+            passiveScanAdmits(id)
+        else { return }
         let data = Self.advertisementData(device)
         // Core Bluetooth's rule: a peripheral that advertises one of the services, or (with the
         // solicited-services option) solicits one of those, is reported.

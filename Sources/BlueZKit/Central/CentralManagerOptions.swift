@@ -95,25 +95,32 @@ public struct ScanOptions: Sendable, Hashable {
     public var rssiThreshold: Int?
     /// Linux: report only devices whose address or name starts with this text; BlueZ's `Pattern` filter.
     public var pattern: String?
+    /// Linux: scan passively, reporting only peripherals whose advertisement matches the
+    /// ``PassiveScan``'s patterns (BlueZ's advertisement monitor); nil for an active scan.
+    /// See ``PassiveScan`` and ``CentralManager/scanPassively(withServices:options:)``.
+    public var passive: PassiveScan?
 
     /// Creates scan options; every field has a default.
     public init(
         allowDuplicates: Bool = false, solicitedServiceUUIDs: [BluetoothUUID] = [], rssiThreshold: Int? = nil,
-        pattern: String? = nil
+        pattern: String? = nil, passive: PassiveScan? = nil
     ) {
         self.allowDuplicates = allowDuplicates
         self.solicitedServiceUUIDs = solicitedServiceUUIDs
         self.rssiThreshold = rssiThreshold
         self.pattern = pattern
+        self.passive = passive
     }
 
-    /// Reads Core Bluetooth's scan option keys; flags may be `Bool` or `NSNumber`.
+    /// Reads Core Bluetooth's scan option keys, and ``BlueZKitScanOptionPassiveKey`` (a
+    /// ``PassiveScan``, for ``passive``); flags may be `Bool` or `NSNumber`.
     public init(dictionary: [String: Any]?) {
         self.init()
         guard let dictionary else { return }
         allowDuplicates = dictionary.flag(CBCentralManagerScanOptionAllowDuplicatesKey) ?? false
         solicitedServiceUUIDs =
             (dictionary[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] as? [BluetoothUUID]) ?? []
+        passive = dictionary[BlueZKitScanOptionPassiveKey] as? PassiveScan
     }
 }
 

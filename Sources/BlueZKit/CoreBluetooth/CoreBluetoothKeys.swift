@@ -70,6 +70,12 @@ public let BlueZKitOptionAdapterKey: String = "BlueZKitOptionAdapter"
 /// peripheral). Tests point managers at a private bus with it.
 public let BlueZKitOptionBusAddressKey: String = "BlueZKitOptionBusAddress"
 
+/// Linux scan option: scan passively for advertisements that match a ``PassiveScan``'s
+/// patterns; a ``PassiveScan``.
+///
+/// Not Core Bluetooth's: the dictionary form of ``ScanOptions/passive``.
+public let BlueZKitScanOptionPassiveKey: String = "BlueZKitScanOptionPassive"
+
 // MARK: Peripheral manager options
 
 /// Peripheral manager option: warn the user when Bluetooth is off; a `Bool`.

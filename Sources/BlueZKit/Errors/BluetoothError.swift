@@ -69,6 +69,10 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
         /// ``PairingAgentDelegate``, or no agent at all), a passkey did not match, or the
         /// peripheral refused. bluetoothd ends such a link. Linux only.
         case pairingFailed = 105
+        /// bluetoothd offers no advertisement monitor on the adapter (106), which passive
+        /// scanning needs: bluetoothd runs without `--experimental` (`-E`), or the adapter has no
+        /// LE. Linux only.
+        case advertisementMonitorUnavailable = 106
 
         /// A sentence describing the code, used as the default message of a
         /// ``BluetoothError``.
@@ -97,6 +101,8 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
             case .advertisingDataTooLarge: "The advertising data is too large."
             case .restoreIdentifierInUse: "The restore identifier is already in use."
             case .pairingFailed: "Pairing with the peripheral failed."
+            case .advertisementMonitorUnavailable:
+                "bluetoothd offers no advertisement monitor (org.bluez.AdvertisementMonitorManager1) on this adapter: passive scanning needs bluetoothd started with --experimental (-E) or Experimental = true in main.conf."
             }
         }
 
@@ -126,6 +132,7 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
             case .advertisingDataTooLarge: "advertisingDataTooLarge"
             case .restoreIdentifierInUse: "restoreIdentifierInUse"
             case .pairingFailed: "pairingFailed"
+            case .advertisementMonitorUnavailable: "advertisementMonitorUnavailable"
             }
         }
     }
@@ -208,6 +215,8 @@ extension BluetoothError {
     public static var tooManyLEPairedDevices: Code { .tooManyLEPairedDevices }
     /// ``Code/pairingFailed``, for `catch` patterns and comparisons with `code`. Linux only.
     public static var pairingFailed: Code { .pairingFailed }
+    /// ``Code/advertisementMonitorUnavailable``, for `catch` patterns and comparisons with `code`. Linux only.
+    public static var advertisementMonitorUnavailable: Code { .advertisementMonitorUnavailable }
 }
 
 extension BluetoothError.Code {

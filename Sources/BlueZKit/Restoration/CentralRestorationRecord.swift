@@ -15,6 +15,29 @@ struct CentralRestorationRecord: RestorationRecord {
         var solicitedServiceUUIDs: [String]
         var rssiThreshold: Int?
         var pattern: String?
+        /// A passive scan's patterns and thresholds (``ScanOptions/passive``); absent in records
+        /// of active scans and in records written before passive scanning existed.
+        var passive: Passive?
+    }
+
+    /// ``PassiveScan`` as saved.
+    struct Passive: Codable, Hashable, Sendable {
+        struct Pattern: Codable, Hashable, Sendable {
+            var adType: UInt8
+            var offset: Int
+            var bytes: Data
+        }
+
+        struct Thresholds: Codable, Hashable, Sendable {
+            var high: Int
+            var highTimeout: Int
+            var low: Int
+            var lowTimeout: Int
+            var samplingPeriod: Int?
+        }
+
+        var patterns: [Pattern]
+        var thresholds: Thresholds?
     }
 
     struct Characteristic: Codable, Hashable, Sendable {
@@ -53,6 +76,29 @@ extension CentralRestorationRecord.Scan {
         solicitedServiceUUIDs = options.solicitedServiceUUIDs.map(\.uuidString)
         rssiThreshold = options.rssiThreshold
         pattern = options.pattern
+        passive = options.passive.map { scan in
+            CentralRestorationRecord.Passive(
+                patterns: scan.patterns.map { .init(adType: $0.adType, offset: $0.offset, bytes: $0.bytes) },
+                thresholds: scan.rssiThresholds.map {
+                    .init(
+                        high: $0.highThreshold, highTimeout: $0.highTimeout, low: $0.lowThreshold,
+                        lowTimeout: $0.lowTimeout, samplingPeriod: $0.samplingPeriod)
+                })
+        }
+    }
+
+    /// The saved passive scan; nil for an active one, or when the saved values are no longer valid.
+    private var passiveScan: PassiveScan? {
+        guard let passive else { return nil }
+        return try? PassiveScan(
+            patterns: passive.patterns.map {
+                try AdvertisementPattern(adType: $0.adType, offset: $0.offset, bytes: $0.bytes)
+            },
+            rssiThresholds: passive.thresholds.map {
+                try RSSIThresholds(
+                    highThreshold: $0.high, highTimeout: $0.highTimeout, lowThreshold: $0.low,
+                    lowTimeout: $0.lowTimeout, samplingPeriod: $0.samplingPeriod)
+            })
     }
 
     /// The scan's service UUIDs (unparsable ones left out).
@@ -63,7 +109,7 @@ extension CentralRestorationRecord.Scan {
         ScanOptions(
             allowDuplicates: allowDuplicates,
             solicitedServiceUUIDs: solicitedServiceUUIDs.compactMap(BluetoothUUID.init(parsing:)),
-            rssiThreshold: rssiThreshold, pattern: pattern)
+            rssiThreshold: rssiThreshold, pattern: pattern, passive: passiveScan)
     }
 
     /// Core Bluetooth's scan option dictionary for `CBCentralManagerRestoredStateScanOptionsKey`.
@@ -72,6 +118,7 @@ extension CentralRestorationRecord.Scan {
         if !solicitedServiceUUIDs.isEmpty {
             dictionary[CBCentralManagerScanOptionSolicitedServiceUUIDsKey] = options.solicitedServiceUUIDs
         }
+        if let passiveScan { dictionary[BlueZKitScanOptionPassiveKey] = passiveScan }
         return dictionary
     }
 }

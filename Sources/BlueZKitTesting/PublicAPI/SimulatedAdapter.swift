@@ -109,4 +109,17 @@ public final class SimulatedAdapter: Sendable {
     public var registeredAdvertisements: [SimulatedAdvertisement] {
         core?.registeredAdvertisements(adapter: name) ?? []
     }
+
+    /// The advertisement monitors registered and activated on this adapter with
+    /// `org.bluez.AdvertisementMonitorManager1.RegisterMonitor`, oldest first (needs
+    /// ``SimulatedBlueZ/Options/advertisementMonitor``).
+    public var registeredMonitors: [SimulatedAdvertisementMonitor] {
+        core?.registeredMonitors(adapter: name) ?? []
+    }
+
+    /// The object paths of the monitors bluetoothd called `Release` on (unregistered, or
+    /// refused as invalid), in order.
+    public var releasedMonitors: [String] {
+        core?.releasedMonitorPaths(adapter: name) ?? []
+    }
 }

@@ -23,13 +23,18 @@ extension SimulatedBlueZ {
         /// simulator's default, nil, is `TemporaryTimeout = 0` (no timer), so that a test's devices
         /// stay however long it runs.
         public var temporaryTimeout: Duration?
+        /// Serve `org.bluez.AdvertisementMonitorManager1` on every adapter, as bluetoothd does when
+        /// started with `--experimental` (`-E`); false, the default, leaves it out as bluetoothd
+        /// does without that flag. Monitors match as ``SimulatedAdvertisementMonitor`` describes.
+        public var advertisementMonitor: Bool
 
         /// Options; the defaults are fast timing, bluetoothd's default cache (`always`), no quirks,
-        /// bluetoothd 5.66 and no temporary timeout.
+        /// bluetoothd 5.66, no temporary timeout and no advertisement monitor.
         public init(
             timing: Timing = .fast, gattCache: GATTCache = .always, omitsConnectedSignal: Bool = false,
-            version: Version = .bluez5_66, temporaryTimeout: Duration? = nil
+            version: Version = .bluez5_66, temporaryTimeout: Duration? = nil, advertisementMonitor: Bool = false
         ) {
+            self.advertisementMonitor = advertisementMonitor
             self.timing = timing
             self.gattCache = gattCache
             self.omitsConnectedSignal = omitsConnectedSignal

@@ -28,8 +28,10 @@ import Synchronization
 /// - temporary devices are removed after `TemporaryTimeout` only when
 ///   ``Options/temporaryTimeout`` is set (bluetoothd's default is 30 s; the simulator's is no
 ///   timer), and non-connectable ones when discovery stops;
-/// - there is no passive scanning, advertisement monitor or BR/EDR: every
-///   device is LE, and `Transport` `bredr` finds nothing;
+/// - there is no BR/EDR: every device is LE, and `Transport` `bredr` finds nothing;
+/// - `AdvertisementMonitorManager1` is served only with ``Options/advertisementMonitor``
+///   (bluetoothd's `--experimental`), and its monitors report every matching advertisement with
+///   `DeviceFound`, never `DeviceLost` (``SimulatedAdvertisementMonitor``);
 /// - `AdvertisingFlags` is always served (bluetoothd needs `--experimental`);
 ///   `AdvertisingData`, `WakeAllowed`, `Icon` and `Class` of devices are not;
 /// - `Introspect` returns only the standard interfaces (the D-Bus layer answers it);

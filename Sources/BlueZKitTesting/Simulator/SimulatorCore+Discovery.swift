@@ -73,6 +73,7 @@ extension SimulatorCore {
         defaultAgents.removeAll { $0 == owner }
         applicationOwnerLeft(owner)
         advertisementOwnerLeft(owner)
+        monitorOwnerLeft(owner)
     }
 
     private func finishDiscovery(_ name: String) {
@@ -130,12 +131,18 @@ extension SimulatorCore {
         // The adapter's fields rather than a copy of its state, which would be alive when
         // `discoveryFound` changes below and make that copy its whole table.
         guard let name = peripheral.attachment.withLock({ $0.adapterName }), peripheral.isInRange,
-            adapters[name]?.powered == true, adapters[name]?.discovering == true
+            adapters[name]?.powered == true
         else { return }
+        // Advertisement monitors see advertisements without a discovery session (passive scanning).
+        let monitors = matchingMonitors(peripheral, adapter: name)
+        let discovering = adapters[name]?.discovering == true
+        guard discovering || !monitors.isEmpty else { return }
         let filteredDiscovery = adapters[name]?.filteredDiscovery ?? false
         let ad = peripheral.advertisement.withLock { $0 }
         let uuids = ad.serviceUUIDs.compactMap(BluetoothText.uuid)
-        if let kernel = adapters[name]?.kernelFilter, !kernel.passes(uuids: uuids, rssi: ad.rssi) { return }
+        if monitors.isEmpty, let kernel = adapters[name]?.kernelFilter, !kernel.passes(uuids: uuids, rssi: ad.rssi) {
+            return
+        }
         let sessions = adapters[name]?.sessions ?? []
         var discoverable = filteredDiscovery || ad.flags & 0x03 != 0
         for case let pattern? in sessions.map({ $0.filter?.pattern }) {
@@ -145,6 +152,7 @@ extension SimulatorCore {
                 break
             }
         }
+        if !monitors.isEmpty { discoverable = true }
         let path = Self.devicePath(adapter: name, address: peripheral.address)
         if devices[path] == nil {
             guard discoverable else { return }
@@ -163,14 +171,15 @@ extension SimulatorCore {
             guard let filter = session.filter, !filter.uuids.isEmpty else { return true }
             return filter.uuids.contains(where: uuids.contains)
         }
-        guard discoverable, !filteredDiscovery || matches else { return }
+        guard discoverable, !filteredDiscovery || matches || !monitors.isEmpty else { return }
         applyAdvertisement(
             ad, uuids: uuids, to: path, threshold: filteredDiscovery ? 0 : 8,
             duplicates: sessions.contains { $0.filter?.duplicateData == true })
-        if adapters[name]?.discoveryFound[path] == nil, let rank = adapters[name]?.discoveryFoundCount {
+        if discovering, adapters[name]?.discoveryFound[path] == nil, let rank = adapters[name]?.discoveryFoundCount {
             adapters[name]?.discoveryFound[path] = rank
             adapters[name]?.discoveryFoundCount = rank + 1
         }
+        monitorsFound(monitors, device: path)
     }
 
     private func applyAdvertisement(

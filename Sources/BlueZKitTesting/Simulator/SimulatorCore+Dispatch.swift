@@ -21,6 +21,7 @@ extension SimulatorCore {
         "org.bluez.GattDescriptor1": ["ReadValue": "a{sv}", "WriteValue": "aya{sv}"],
         gattManagerInterface: ["RegisterApplication": "oa{sv}", "UnregisterApplication": "o"],
         advertisingManagerInterface: ["RegisterAdvertisement": "oa{sv}", "UnregisterAdvertisement": "o"],
+        monitorManagerInterface: ["RegisterMonitor": "o", "UnregisterMonitor": "o"],
         "org.bluez.AgentManager1": ["RegisterAgent": "os", "UnregisterAgent": "o", "RequestDefaultAgent": "o"],
         "org.bluez.ProfileManager1": ["RegisterProfile": "osa{sv}", "UnregisterProfile": "o"],
         propertiesInterface: ["Get": "ss", "GetAll": "s", "Set": "ssv"],
@@ -92,6 +93,8 @@ extension SimulatorCore {
             handleGATTCall(invocation, method.member, path, arguments)
         case (Self.advertisingManagerInterface, _):
             handleAdvertisingManagerCall(invocation, method.member, path, arguments)
+        case (Self.monitorManagerInterface, _):
+            handleMonitorManagerCall(invocation, method.member, path, arguments)
         case (Self.gattManagerInterface, _):
             handleGattManagerCall(invocation, method.member, path, arguments)
         case ("org.bluez.AgentManager1", _):

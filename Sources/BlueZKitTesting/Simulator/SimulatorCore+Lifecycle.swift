@@ -128,6 +128,7 @@ extension SimulatorCore {
         applicationNotifyDescriptors = [:]
         applicationNotifyHandlers = [:]
         advertisements = []
+        monitorApps = []
         for mirror in advertisingMirrors.values { mirror.attachment.withLock { $0.isInRange = false } }
         armedAttempts = [:]
         removalRequested = []

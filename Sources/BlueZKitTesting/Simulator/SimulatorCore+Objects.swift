@@ -19,7 +19,8 @@ extension SimulatorCore {
     func interfaces(at path: ObjectPath) -> [String] {
         if path == Self.bluezPath { return ["org.bluez.AgentManager1", "org.bluez.ProfileManager1"] }
         if adapter(at: path) != nil {
-            return [Self.adapterInterface, Self.gattManagerInterface, Self.advertisingManagerInterface]
+            let base = [Self.adapterInterface, Self.gattManagerInterface, Self.advertisingManagerInterface]
+            return options.advertisementMonitor ? base + [Self.monitorManagerInterface] : base
         }
         if devices[path] != nil { return [Self.deviceInterface] }
         if let node = gattObjects[path] { return [node.interface] }
@@ -65,6 +66,7 @@ extension SimulatorCore {
             switch interface {
             case Self.adapterInterface: return adapterProperties(adapter)
             case Self.advertisingManagerInterface: return advertisingManagerProperties(adapter.name)
+            case Self.monitorManagerInterface: return monitorManagerProperties()
             default: return [:]
             }
         }

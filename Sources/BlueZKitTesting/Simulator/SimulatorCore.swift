@@ -57,6 +57,10 @@ final class SimulatorCore: @unchecked Sendable {
     var applicationNotifyHandlers: [String: [String: @Sendable ([UInt8]) -> Void]] = [:]
     /// Advertisements registered (or being registered) with `LEAdvertisingManager1`, oldest first.
     var advertisements: [AdvertisementRegistration] = []
+    /// Advertisement monitor roots registered with `AdvertisementMonitorManager1`, oldest first.
+    var monitorApps: [MonitorApp] = []
+    /// The paths of the monitors bluetoothd called `Release` on, per adapter name.
+    var releasedMonitors: [String: [String]] = [:]
     /// The peripheral standing for one adapter's advertising in range of another, by `source>target`.
     /// They stay in `air` across restarts (out of range until advertised again).
     var advertisingMirrors: [String: SimulatedPeripheral] = [:]

@@ -141,6 +141,32 @@ import Testing
         try await waitUntil("bluetoothd released it") { adapter.releasedMonitors == [path] }
     }
 
+    /// bluetoothd may take its time (here: `RegisterMonitor` unanswered for a minute): cancelling
+    /// the caller's task ends the wait and the scan.
+    @Test func cancellingTheCallerStopsAPassiveScanThatHasNotStarted() async throws {
+        let fixture = try await Self.fixture()
+        defer { fixture.bluez.stop() }
+        let registerMonitor = SimulatedMethod(
+            interface: "org.bluez.AdvertisementMonitorManager1", member: "RegisterMonitor")
+        fixture.bluez.inject(.delay(.seconds(60)), for: registerMonitor)
+        let central = fixture.central
+        let scan = try Self.taggedScan()
+        let task = Task { () -> BluetoothError? in
+            do throws(BluetoothError) {
+                try await central.scanPassively(withServices: nil, options: scan)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        try await waitUntil("RegisterMonitor reached bluetoothd") { fixture.bluez.unfiredFaultCount == 0 }
+        #expect(central.isScanning)
+        task.cancel()
+        let error = await task.value
+        #expect(error?.code == .operationCancelled)
+        #expect(!central.isScanning)
+    }
+
     @Test func anActiveScanReplacesAPassiveOne() async throws {
         let fixture = try await Self.fixture()
         defer { fixture.bluez.stop() }

@@ -22,7 +22,8 @@ extension CentralManager {
     ///   - ``BluetoothError/Code/bluetoothUnavailable`` unless the state is `.poweredOn`, or
     ///     when bluetoothd or the adapter goes away before the monitor runs;
     ///   - ``BluetoothError/Code/operationCancelled`` when ``stopScan()`` or another scan
-    ///     replaces this one before it runs.
+    ///     replaces this one before it runs, or the calling task is cancelled (which stops the
+    ///     scan, as ``stopScan()`` does).
     ///   The scan is not running after any of these.
     public func scanPassively(withServices serviceUUIDs: [BluetoothUUID]?, options: ScanOptions)
         async throws(BluetoothError)
@@ -39,10 +40,15 @@ extension CentralManager {
             state.scan = CentralRestorationRecord.Scan(services: serviceUUIDs, options: options)
         }
         saveStateSoon()
-        let failure: BluetoothError? = await withCheckedContinuation { continuation in
-            engine.startPassiveScan(services: serviceUUIDs, options: options) { error in
-                continuation.resume(returning: error)
+        let failure: BluetoothError? = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                engine.startPassiveScan(services: serviceUUIDs, options: options) { error in
+                    continuation.resume(returning: error)
+                }
             }
+        } onCancel: {
+            // As stopScan(): the scan is retired, and the wait ends with operationCancelled.
+            self.stopScan()
         }
         guard let failure else { return }
         // Not running (unless another scan replaced this one): so the caller sees it at once.

@@ -95,6 +95,39 @@ import Testing
         #expect(try await fixture.call("Add", [.int32(1), .int32(2)]) == [.int32(3)])
     }
 
+    /// All of a connection's timeouts share one timer: a shorter timeout added after a longer one
+    /// still fires on time, the longer one after it, and one answered in time never fires.
+    @Test func timeoutsOfCallsInFlightFireInDeadlineOrder() async throws {
+        let fixture = try await Fixture()
+        let long = Task { try await Self.timedOut(fixture, id: 1, after: .seconds(3)) }
+        try await waitUntil("the server got the long call") { fixture.held.count == 1 }
+        let answered = Task { try await fixture.call("Hold", [.uint32(2)], timeout: .seconds(20)) }
+        try await waitUntil("the server got the answered call") { fixture.held.count == 2 }
+        // Had the timer stayed armed for the long call only, this would take about 3 s.
+        let short = try await Self.timedOut(fixture, id: 3, after: .milliseconds(200))
+        #expect(short < .milliseconds(1500))
+        fixture.held.values[1].reply()
+        let reply = try await answered.value
+        #expect(reply == [])
+        let longTook = try await long.value
+        #expect(longTook >= .seconds(3))
+    }
+
+    /// Calls `Hold` with `timeout`; returns how long it took to time out.
+    static func timedOut(_ fixture: Fixture, id: UInt32, after timeout: Duration) async throws -> Duration {
+        let start = ContinuousClock.now
+        let result: Result<[DBusValue], any Error>
+        do {
+            result = .success(try await fixture.call("Hold", [.uint32(id)], timeout: timeout))
+        } catch {
+            result = .failure(error)
+        }
+        guard case .failure(let error) = result, (error as? DBusError)?.code == .timeout else {
+            throw DBusError(.failed, "call \(id) did not time out: \(result)")
+        }
+        return ContinuousClock.now - start
+    }
+
     @Test func extremeTimeoutsNeitherTrapNorMisbehave() async throws {
         let fixture = try await Fixture()
         // Huge means "no timeout"; the reply still arrives.

@@ -36,3 +36,66 @@ extension PeripheralManager {
         engine.run { engine.sync { $0.client }?.adapters.map(BluetoothAdapter.init) ?? [] }
     }
 }
+
+/// Linux: a read or write request from a central, as ``PeripheralManager/requests()`` delivers it.
+public enum PeripheralManagerRequest: Sendable {
+    /// A read: set the request's ``ATTRequest/value`` and answer it with
+    /// ``PeripheralManager/respond(to:withResult:)``, as for
+    /// ``PeripheralManagerDelegate/peripheralManager(_:didReceiveRead:)``.
+    case read(ATTRequest)
+    /// Writes (one, or a central's queued writes): answer the first with
+    /// ``PeripheralManager/respond(to:withResult:)``, as for
+    /// ``PeripheralManagerDelegate/peripheralManager(_:didReceiveWrite:)``.
+    case write([ATTRequest])
+}
+
+extension PeripheralManager {
+    /// The open ``requests()`` streams.
+    struct RequestStreams {
+        var continuations: [UInt64: AsyncStream<PeripheralManagerRequest>.Continuation] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    /// Linux: the read and write requests of centrals, from now on, beside the delegate's
+    /// `didReceiveRead` and `didReceiveWrite` (both get every request).
+    ///
+    /// Answer each request once, with ``respond(to:withResult:)``, from the delegate or from the
+    /// stream's consumer: the first answer goes to bluetoothd and later ones are ignored. A request
+    /// that nobody answers is answered with `unlikelyError` after 20 seconds. Requests arrive in
+    /// order, on the manager's queue's schedule; a consumer that falls behind keeps the newest 256
+    /// (the others are answered by that timeout, or were writes without response). While neither
+    /// a delegate nor a stream is there, reads and writes are answered `requestNotSupported`.
+    public func requests() -> AsyncStream<PeripheralManagerRequest> {
+        AsyncStream(bufferingPolicy: .bufferingNewest(256)) { continuation in
+            let id = requestStreams.withLock { streams in
+                defer { streams.nextID += 1 }
+                streams.continuations[streams.nextID] = continuation
+                return streams.nextID
+            }
+            continuation.onTermination = { [weak self] _ in
+                _ = self?.requestStreams.withLock { $0.continuations.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    /// Hands a request to the delegate and the streams (on `queue`); without either, answers it
+    /// `requestNotSupported` unless bluetoothd answered it already.
+    func deliver(_ request: PeripheralManagerRequest, answeredAlready: Bool) {
+        let streams = requestStreams.withLock { Array($0.continuations.values) }
+        let delegate = self.delegate
+        switch request {
+        case .read(let read):
+            guard delegate != nil || !streams.isEmpty else {
+                return respond(to: read, withResult: .requestNotSupported)
+            }
+            delegate?.peripheralManager(self, didReceiveRead: read)
+        case .write(let writes):
+            guard delegate != nil || !streams.isEmpty else {
+                if !answeredAlready, let first = writes.first { respond(to: first, withResult: .requestNotSupported) }
+                return
+            }
+            delegate?.peripheralManager(self, didReceiveWrite: writes)
+        }
+        for stream in streams { stream.yield(request) }
+    }
+}

@@ -98,12 +98,7 @@ extension PeripheralManager {
                 }
                 guard let self else { return request.fail(with: .unlikelyError) }
                 let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: nil)
-                self.queue.async {
-                    guard let delegate = self.delegate else {
-                        return self.respond(to: attRequest, withResult: .requestNotSupported)
-                    }
-                    delegate.peripheralManager(self, didReceiveRead: attRequest)
-                }
+                self.queue.async { self.deliver(.read(attRequest), answeredAlready: false) }
             },
             onWrite: { [weak self] request, value in
                 guard let self else { return request.fail(with: .unlikelyError) }
@@ -120,13 +115,7 @@ extension PeripheralManager {
                 let withoutResponse =
                     request.writeType == "command" || characteristic.properties.contains(.writeWithoutResponse)
                 if withoutResponse { request.respond() }
-                self.queue.async {
-                    guard let delegate = self.delegate else {
-                        if !withoutResponse { self.respond(to: attRequest, withResult: .requestNotSupported) }
-                        return
-                    }
-                    delegate.peripheralManager(self, didReceiveWrite: [attRequest])
-                }
+                self.queue.async { self.deliver(.write([attRequest]), answeredAlready: withoutResponse) }
             },
             onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
             notifySockets: Self.offersNotifySockets(characteristic, features) ? notifySockets(for: characteristic) : nil

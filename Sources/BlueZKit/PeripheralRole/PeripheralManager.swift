@@ -45,6 +45,8 @@ public final class PeripheralManager: @unchecked Sendable {
     let engine: PeripheralEngine
     /// ``state``, set on `queue` right before the delegate hears of it.
     private let reportedState = PosixMutex(ManagerState.unknown)
+    /// The consumers of ``requests()``, by stream.
+    let requestStreams = PosixMutex(RequestStreams())
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.

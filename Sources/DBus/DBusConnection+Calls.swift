@@ -53,7 +53,7 @@ extension DBusConnection {
                     }
                 }
                 // A task on the connection's executor is on the queue already: send at once.
-                if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) {
+                if self.isOnQueue {
                     start()
                 } else {
                     queue.async(execute: start)

@@ -187,9 +187,12 @@ package final class DBusConnection: @unchecked Sendable {
         onQueue { self.tearDown(reason: DBusError(.disconnected, "connection closed")) }
     }
 
+    /// Whether the caller runs on `queue`.
+    var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }
+
     /// Runs `body` on `queue` and waits for it; runs it directly when already there.
     func onQueueThrowing<T>(_ body: () throws(DBusError) -> T) throws(DBusError) -> T {
-        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return try body() }
+        if isOnQueue { return try body() }
         let result: Result<T, DBusError> = queue.sync {
             do throws(DBusError) { return .success(try body()) } catch { return .failure(error) }
         }
@@ -197,7 +200,7 @@ package final class DBusConnection: @unchecked Sendable {
     }
 
     package func onQueue<T>(_ body: () -> T) -> T {
-        if DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) { return body() }
+        if isOnQueue { return body() }
         return queue.sync(execute: body)
     }
 

@@ -212,3 +212,22 @@ final class AsyncWaiters: Sendable {
         for stream in ended { stream.continuation.finish(throwing: error) }
     }
 }
+
+extension AsyncWaiters {
+    /// Waits for one event: `register` records the continuation under a new waiter ID, then
+    /// `start` makes the request whose event resumes it. Cancelling the calling task removes the
+    /// waiter (it throws `CancellationError`); the request itself goes on.
+    func wait<Value: Sendable>(
+        _ register: (AsyncWaiters, UInt64, CheckedContinuation<Value, any Error>) -> Void, then start: () -> Void
+    ) async throws -> Value {
+        let id = makeID()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                register(self, id, continuation)
+                start()
+            }
+        } onCancel: {
+            self.cancel(id: id)
+        }
+    }
+}

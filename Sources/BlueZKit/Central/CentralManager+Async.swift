@@ -42,15 +42,10 @@ extension Peripheral {
     /// The same call as ``discoverServices(_:)``; the delegate's `didDiscoverServices` is called too.
     /// - Throws: the error that call reports (e.g. ``BluetoothError`` `notConnected`); `CancellationError`.
     public func discoverServices(matching uuids: [BluetoothUUID]?) async throws -> [Service] {
-        let waiters = try asyncWaiters()
-        let id = waiters.makeID()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                waiters.waitForServices(of: self, id: id, continuation)
-                discoverServices(uuids)
-            }
-        } onCancel: {
-            waiters.cancel(id: id)
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForServices(of: self, id: id, continuation)
+        } then: {
+            discoverServices(uuids)
         }
     }
 
@@ -60,15 +55,10 @@ extension Peripheral {
     public func discoverCharacteristics(matching uuids: [BluetoothUUID]?, in service: Service) async throws
         -> [Characteristic]
     {
-        let waiters = try asyncWaiters()
-        let id = waiters.makeID()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                waiters.waitForCharacteristics(of: service, id: id, continuation)
-                discoverCharacteristics(uuids, for: service)
-            }
-        } onCancel: {
-            waiters.cancel(id: id)
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForCharacteristics(of: service, id: id, continuation)
+        } then: {
+            discoverCharacteristics(uuids, for: service)
         }
     }
 
@@ -78,15 +68,10 @@ extension Peripheral {
     /// notification of the characteristic that arrives while the read is under way answers it.
     /// - Throws: ``ATTError`` for an ATT failure, ``BluetoothError`` (`notConnected`, …); `CancellationError`.
     public func readValue(of characteristic: Characteristic) async throws -> Data {
-        let waiters = try asyncWaiters()
-        let id = waiters.makeID()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                waiters.waitForRead(of: characteristic, id: id, continuation)
-                readValue(for: characteristic)
-            }
-        } onCancel: {
-            waiters.cancel(id: id)
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForRead(of: characteristic, id: id, continuation)
+        } then: {
+            readValue(for: characteristic)
         }
     }
 
@@ -116,15 +101,10 @@ extension Peripheral {
     /// The same call as ``readValue(for:)-(Descriptor)``.
     /// - Throws: ``ATTError`` for an ATT failure, ``BluetoothError`` (`notConnected`, …); `CancellationError`.
     public func readValue(of descriptor: Descriptor) async throws -> Data {
-        let waiters = try asyncWaiters()
-        let id = waiters.makeID()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                waiters.waitForRead(of: descriptor, id: id, continuation)
-                readValue(for: descriptor)
-            }
-        } onCancel: {
-            waiters.cancel(id: id)
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForRead(of: descriptor, id: id, continuation)
+        } then: {
+            readValue(for: descriptor)
         }
     }
 
@@ -133,15 +113,10 @@ extension Peripheral {
     /// - Throws: ``BluetoothError`` `operationNotSupported` when bluetoothd has none for it now;
     ///   `CancellationError`.
     public func currentRSSI() async throws -> Int {
-        let waiters = try asyncWaiters()
-        let id = waiters.makeID()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                waiters.waitForRSSI(of: self, id: id, continuation)
-                readRSSI()
-            }
-        } onCancel: {
-            waiters.cancel(id: id)
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForRSSI(of: self, id: id, continuation)
+        } then: {
+            readRSSI()
         }
     }
 

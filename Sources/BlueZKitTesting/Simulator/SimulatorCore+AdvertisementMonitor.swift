@@ -23,13 +23,7 @@ extension SimulatorCore {
     func handleMonitorManagerCall(
         _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]
     ) {
-        guard let adapter = adapter(at: path) else {
-            return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
-        }
-        let sender = invocation.sender?.rawValue ?? ""
-        guard let root = arguments.first?.objectPathValue else {
-            return reply(invocation, error: BlueZErrors.invalidArguments())
-        }
+        guard let (adapter, sender, root) = registrationCall(invocation, path, arguments) else { return }
         let index = monitorApps.firstIndex { $0.adapter == adapter.name && $0.owner == sender && $0.root == root }
         switch member {
         case "RegisterMonitor":

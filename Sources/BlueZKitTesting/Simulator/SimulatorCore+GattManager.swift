@@ -13,16 +13,27 @@ extension SimulatorCore {
         var application: SimulatedGATTApplication?
     }
 
+    /// The adapter, caller and root object of a manager's `Register…`/`Unregister…` call (whose
+    /// first argument is the root, as for `GattManager1` and `AdvertisementMonitorManager1`); nil
+    /// once the call was answered with the error.
+    func registrationCall(_ invocation: DBusMethodInvocation, _ path: ObjectPath, _ arguments: [DBusValue])
+        -> (adapter: AdapterState, sender: String, root: ObjectPath)?
+    {
+        guard let adapter = adapter(at: path) else {
+            reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
+            return nil
+        }
+        guard let root = arguments.first?.objectPathValue else {
+            reply(invocation, error: BlueZErrors.invalidArguments())
+            return nil
+        }
+        return (adapter, invocation.sender?.rawValue ?? "", root)
+    }
+
     func handleGattManagerCall(
         _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]
     ) {
-        guard let adapter = adapter(at: path) else {
-            return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
-        }
-        let sender = invocation.sender?.rawValue ?? ""
-        guard let root = arguments.first?.objectPathValue else {
-            return reply(invocation, error: BlueZErrors.invalidArguments())
-        }
+        guard let (adapter, sender, root) = registrationCall(invocation, path, arguments) else { return }
         let index = applications.firstIndex { $0.adapter == adapter.name && $0.owner == sender && $0.root == root }
         switch member {
         case "RegisterApplication":

@@ -47,6 +47,8 @@ public final class PeripheralManager: @unchecked Sendable {
     public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<PeripheralRestorationRecord>?
+    /// The published L2CAP channels' listening sockets (PeripheralManager+L2CAP.swift).
+    let l2cap = L2CAPPublications()
 
     struct Shared {
         var state: ManagerState = .unknown

@@ -148,10 +148,9 @@ struct L2CAPLink {
 
         // Open it with Core Bluetooth's call; the delegate gets the channel on both sides.
         sensor.openL2CAPChannel(readPSM)
-        try await pollUntil(
-            "opened", timeout: .seconds(60),
-            diagnostics: { "central: \(recorder.events), peripheral: \(server.events)" }
-        ) { recorder.channel != nil && server.channel != nil }
+        let diagnostics = { "central: \(recorder.events), peripheral: \(server.events)" }
+        let opened = { recorder.channel != nil && server.channel != nil }
+        try await pollUntil("opened", timeout: .seconds(60), diagnostics: diagnostics, opened)
         let centralSide = try #require(recorder.channel)
         let peripheralSide = try #require(server.channel)
         #expect(centralSide.psm == psm && peripheralSide.psm == psm)

@@ -49,7 +49,7 @@ extension EndToEndTests {
             let channel = try await sensor.openL2CAPChannel(psm: psm)
             Issue.record("opened \(channel) on an unpublished PSM")
         } catch {
-            #expect(error.code == .connectionFailed)
+            #expect(error.code == .connectionFailed, "\(error)")
         }
 
         centralManager.cancelPeripheralConnection(sensor)

@@ -66,7 +66,7 @@ extension PeripheralManager {
     /// ``PeripheralManagerDelegate/peripheralManager(_:didUnpublishL2CAPChannel:error:)``
     /// follows on the manager's queue. Channels already open stay open.
     ///
-    /// Closes the kernel's listening socket. The error is a ``BluetoothError``
+    /// Shuts the kernel's listening socket down (`shutdown`), then reports. The error is a ``BluetoothError``
     /// `invalidParameters` when this manager has no channel published on `PSM`.
     public func unpublishL2CAPChannel(_ PSM: L2CAPPSM) {
         guard let listener = l2cap.remove(PSM) else {
@@ -74,8 +74,12 @@ extension PeripheralManager {
                 .invalidParameters, message: "No L2CAP channel is published on PSM 0x\(String(PSM, radix: 16)).")
             return queue.async { self.delegate?.peripheralManager(self, didUnpublishL2CAPChannel: PSM, error: error) }
         }
-        l2cap.queue.async { listener.close() }
-        queue.async { self.delegate?.peripheralManager(self, didUnpublishL2CAPChannel: PSM, error: nil) }
+        // Reported once the kernel stopped listening: a central that opens the PSM after the
+        // delegate heard of it is refused, and no channel of it is reported afterwards.
+        l2cap.queue.async {
+            listener.close()
+            self.queue.async { self.delegate?.peripheralManager(self, didUnpublishL2CAPChannel: PSM, error: nil) }
+        }
     }
 
     /// Linux: the PSMs this manager publishes now.

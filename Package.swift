@@ -118,6 +118,12 @@ let package = Package(
             swiftSettings: strictSettings
         ),
         .executableTarget(
+            name: "L2CAPBenchmark",
+            dependencies: ["BlueZKit"],
+            path: "Benchmarks/L2CAPBenchmark",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],
             path: "Benchmarks/PendingConnectBenchmark",

@@ -60,6 +60,7 @@ import Testing
         p.peripheral(peripheral, didUpdateValueFor: descriptor as CBDescriptor, error: error)
         p.peripheral(peripheral, didWriteValueFor: descriptor as CBDescriptor, error: error)
         p.peripheralIsReady(toSendWriteWithoutResponse: peripheral)
+        p.peripheral(peripheral, didOpen: nil, error: error)
         let m: any CBPeripheralManagerDelegate = app
         m.peripheralManagerDidUpdateState(peripheralManager)
         m.peripheralManager(peripheralManager, willRestoreState: [:])
@@ -68,6 +69,9 @@ import Testing
         m.peripheralManager(peripheralManager, central: central, didSubscribeTo: characteristic as CBCharacteristic)
         m.peripheralManager(peripheralManager, central: central, didUnsubscribeFrom: characteristic as CBCharacteristic)
         m.peripheralManagerIsReady(toUpdateSubscribers: peripheralManager)
+        m.peripheralManager(peripheralManager, didPublishL2CAPChannel: 0x80, error: error)
+        m.peripheralManager(peripheralManager, didUnpublishL2CAPChannel: 0x80, error: error)
+        m.peripheralManager(peripheralManager, didOpen: nil, error: error)
 
         // didReceiveRead / didReceiveWrite take requests only the manager makes: the port's sensor
         // (CoreBluetoothPortTests) shows Apple's signatures for them are called.
@@ -82,11 +86,13 @@ import Testing
                 "peripheral(_:didDiscoverCharacteristicsFor:error:)", "didUpdateValueFor characteristic",
                 "didWriteValueFor characteristic", "peripheral(_:didUpdateNotificationStateFor:error:)",
                 "peripheral(_:didDiscoverDescriptorsFor:error:)", "didUpdateValueFor descriptor",
-                "didWriteValueFor descriptor", "peripheralIsReady(toSendWriteWithoutResponse:)",
+                "didWriteValueFor descriptor", "peripheralIsReady(toSendWriteWithoutResponse:)", "peripheral didOpen",
                 "peripheralManagerDidUpdateState(_:)", "peripheralManager willRestoreState",
                 "peripheralManagerDidStartAdvertising(_:error:)", "peripheralManager(_:didAdd:error:)",
                 "peripheralManager(_:central:didSubscribeTo:)", "peripheralManager(_:central:didUnsubscribeFrom:)",
                 "peripheralManagerIsReady(toUpdateSubscribers:)",
+                "peripheralManager(_:didPublishL2CAPChannel:error:)",
+                "peripheralManager(_:didUnpublishL2CAPChannel:error:)", "peripheralManager didOpen",
             ])
     }
 }

@@ -67,6 +67,9 @@ class AppleDelegateSignatures: NSObject, CBCentralManagerDelegate, CBPeripheralD
         called.append("didWriteValueFor descriptor")
     }
     func peripheralIsReady(toSendWriteWithoutResponse peripheral: CBPeripheral) { called.append(#function) }
+    func peripheral(_ peripheral: CBPeripheral, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        called.append("peripheral didOpen")
+    }
 
     // CBPeripheralManagerDelegate
     func peripheralManagerDidUpdateState(_ peripheral: CBPeripheralManager) { called.append(#function) }
@@ -93,5 +96,14 @@ class AppleDelegateSignatures: NSObject, CBCentralManagerDelegate, CBPeripheralD
     }
     func peripheralManagerIsReady(toUpdateSubscribers peripheral: CBPeripheralManager) {
         called.append(#function)
+    }
+    func peripheralManager(_ peripheral: CBPeripheralManager, didPublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?) {
+        called.append(#function)
+    }
+    func peripheralManager(
+        _ peripheral: CBPeripheralManager, didUnpublishL2CAPChannel PSM: CBL2CAPPSM, error: Error?
+    ) { called.append(#function) }
+    func peripheralManager(_ peripheral: CBPeripheralManager, didOpen channel: CBL2CAPChannel?, error: Error?) {
+        called.append("peripheralManager didOpen")
     }
 }

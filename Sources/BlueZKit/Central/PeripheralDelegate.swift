@@ -55,6 +55,9 @@ public protocol PeripheralDelegate: AnyObject {
     /// ``Peripheral/canSendWriteWithoutResponse`` became true again: writes without response
     /// that had to wait have gone out, and new ones go out at once.
     func peripheralIsReady(toSendWriteWithoutResponse peripheral: Peripheral)
+    /// ``Peripheral/openL2CAPChannel(_:)`` finished: the open channel, or the error (see
+    /// Peripheral+L2CAP.swift).
+    func peripheral(_ peripheral: Peripheral, didOpen channel: L2CAPChannel?, error: (any Error)?)
 }
 
 extension PeripheralDelegate {

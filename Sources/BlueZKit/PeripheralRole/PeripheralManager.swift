@@ -51,6 +51,8 @@ public final class PeripheralManager: @unchecked Sendable {
     public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<PeripheralRestorationRecord>?
+    /// The published L2CAP channels' listening sockets (PeripheralManager+L2CAP.swift).
+    let l2cap = L2CAPPublications()
 
     /// What the manager knows and has published, on the engine's bus queue.
     struct EngineState {

@@ -66,6 +66,13 @@ public protocol PeripheralManagerDelegate: AnyObject {
     /// ``peripheralManager(_:central:didUnsubscribeFrom:)-(_,_,Characteristic)``, and `didSubscribeTo` when it
     /// subscribes again.
     func peripheralManager(_ peripheral: PeripheralManager, willRestoreState dict: [String: Any])
+    // L2CAP channels (see PeripheralManager+L2CAP.swift for what each reports).
+    /// ``PeripheralManager/publishL2CAPChannel(withEncryption:)`` finished: the PSM, or the error.
+    func peripheralManager(_ peripheral: PeripheralManager, didPublishL2CAPChannel PSM: L2CAPPSM, error: (any Error)?)
+    /// ``PeripheralManager/unpublishL2CAPChannel(_:)`` finished.
+    func peripheralManager(_ peripheral: PeripheralManager, didUnpublishL2CAPChannel PSM: L2CAPPSM, error: (any Error)?)
+    /// A central opened a channel to a published PSM.
+    func peripheralManager(_ peripheral: PeripheralManager, didOpen channel: L2CAPChannel?, error: (any Error)?)
 }
 
 extension PeripheralManagerDelegate {

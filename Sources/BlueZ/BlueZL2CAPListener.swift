@@ -1,0 +1,147 @@
+package import Dispatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A listening kernel L2CAP socket for LE credit-based channels: the kernel picks a free dynamic
+/// PSM (bind with PSM 0, read back with `getsockname`) and accepts channels to it beside
+/// bluetoothd.
+///
+/// Queue-confined after creation: ``accept(_:)`` and ``close()`` run on `queue`.
+package final class BlueZL2CAPListener: @unchecked Sendable {
+    /// The PSM the kernel assigned (LE's dynamic range, 0x0080…0x00FF).
+    package let psm: UInt16
+    package let queue: DispatchQueue
+    private let descriptor: Descriptor
+    private var source: (any DispatchSourceRead)?
+    private var closed = false
+
+    /// What the kernel says of one accepted channel.
+    package struct Accepted: Sendable {
+        package var socket: BlueZL2CAPSocket
+        /// The central's address and its type.
+        package var peer: BlueZL2CAPSocketAddress
+    }
+
+    /// Listens on the adapter with `adapterAddress` (every adapter when nil) at `security`.
+    ///
+    /// - Throws: ``BlueZSocketError``: `invalidAddress` for an address that is not
+    ///   `AA:BB:CC:DD:EE:FF`; the kernel's error (`notSupported` without Bluetooth,
+    ///   `addressInUse`, …) of `socket`, `bind`, `setsockopt(BT_SECURITY)`, `listen` or
+    ///   `getsockname`.
+    package init(adapterAddress: String?, security: BlueZL2CAPSecurity, queue: DispatchQueue)
+        throws(BlueZSocketError)
+    {
+        let local = BlueZL2CAPSocketAddress(address: adapterAddress ?? "00:00:00:00:00:00", type: .lePublic, psm: 0)
+        let descriptor = Descriptor(try BlueZL2CAPSocketCalls.open(local: local, security: security))
+        guard listen(descriptor.fd, 8) == 0 else { throw BlueZSocketError(errno: errno, operation: "listen") }
+        var raw = [UInt8](repeating: 0, count: 16)
+        var length = socklen_t(raw.count)
+        let status = raw.withUnsafeMutableBytes {
+            getsockname(descriptor.fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+        }
+        guard status == 0 else { throw BlueZSocketError(errno: errno, operation: "getsockname") }
+        guard let bound = BlueZL2CAPSocketAddress(decoding: raw), bound.psm != 0 else {
+            throw BlueZSocketError(.invalidPSM, operation: "getsockname gave no PSM")
+        }
+        self.psm = bound.psm
+        self.queue = queue
+        self.descriptor = descriptor
+    }
+
+    /// Accepts every channel to the PSM, calling `handler` on `queue` with each (or with the
+    /// error that ends listening), until ``close()``.
+    package func accept(_ handler: @escaping @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed, source == nil else { return }
+        let source = DispatchSource.makeReadSource(fileDescriptor: descriptor.fd, queue: queue)
+        self.source = source
+        source.setCancelHandler { [descriptor] in _ = descriptor }
+        source.setEventHandler { [weak self] in self?.acceptPending(handler) }
+        source.resume()
+    }
+
+    private func acceptPending(_ handler: @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
+        while !closed {
+            var raw = [UInt8](repeating: 0, count: 16)
+            var length = socklen_t(raw.count)
+            let fd = raw.withUnsafeMutableBytes {
+                Glibc.accept(descriptor.fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+            }
+            if fd < 0 {
+                let error = errno
+                if error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED { return }
+                close()
+                return handler(.failure(BlueZSocketError(errno: error, operation: "accept")))
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            let socket = BlueZL2CAPSocket(adopting: fd, queue: queue)
+            guard let peer = BlueZL2CAPSocketAddress(decoding: raw) else {
+                socket.close()
+                continue
+            }
+            handler(.success(Accepted(socket: socket, peer: peer)))
+        }
+    }
+
+    /// Stops listening (channels accepted before stay open). Idempotent; on `queue`.
+    package func close() {
+        guard !closed else { return }
+        closed = true
+        _ = shutdown(descriptor.fd, Int32(SHUT_RDWR))
+        source?.cancel()
+        source = nil
+    }
+
+    deinit { source?.cancel() }
+}
+
+/// The socket calls an L2CAP socket is made with.
+enum BlueZL2CAPSocketCalls {
+    static let afBluetooth: Int32 = 31
+    static let btprotoL2CAP: Int32 = 0
+    static let solBluetooth: Int32 = 274
+    static let securityOption: Int32 = 4  // BT_SECURITY
+    static let sendMTUOption: Int32 = 12  // BT_SNDMTU
+    static let receiveMTUOption: Int32 = 13  // BT_RCVMTU
+
+    /// A non-blocking L2CAP socket bound to `local`, asking for `security`.
+    static func open(local: BlueZL2CAPSocketAddress, security: BlueZL2CAPSecurity) throws(BlueZSocketError) -> Int32 {
+        guard let address = local.encoded() else {
+            throw BlueZSocketError(.invalidAddress, operation: "adapter address \"\(local.address)\"")
+        }
+        let fd = socket(
+            afBluetooth, Int32(SOCK_SEQPACKET.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), btprotoL2CAP)
+        guard fd >= 0 else { throw BlueZSocketError(errno: errno, operation: "socket(AF_BLUETOOTH, BTPROTO_L2CAP)") }
+        let status = address.withUnsafeBytes {
+            bind(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
+        }
+        guard status == 0 else {
+            let error = BlueZSocketError(errno: errno, operation: "bind to \(local.address)")
+            Glibc.close(fd)
+            throw error
+        }
+        var level: (UInt8, UInt8) = (security.rawValue, 0)  // struct bt_security { level, key_size }
+        guard setsockopt(fd, solBluetooth, securityOption, &level, 2) == 0 else {
+            let error = BlueZSocketError(errno: errno, operation: "setsockopt(BT_SECURITY)")
+            Glibc.close(fd)
+            throw error
+        }
+        return fd
+    }
+
+    /// Starts a non-blocking connect; nil when it is under way (or done).
+    static func connect(_ fd: Int32, to peer: BlueZL2CAPSocketAddress) -> BlueZSocketError? {
+        guard let address = peer.encoded() else {
+            return BlueZSocketError(.invalidAddress, operation: "peer address \"\(peer.address)\"")
+        }
+        let status = address.withUnsafeBytes {
+            Glibc.connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
+        }
+        guard status != 0 else { return nil }
+        let error = errno
+        if error == EINPROGRESS || error == EAGAIN { return nil }
+        return BlueZSocketError(errno: error, operation: "connect to \(peer.address) PSM \(peer.psm)")
+    }
+}

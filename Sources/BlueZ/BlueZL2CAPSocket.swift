@@ -1,0 +1,226 @@
+package import Dispatch
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// A connected kernel L2CAP socket of an LE credit-based channel (`AF_BLUETOOTH`,
+/// `BTPROTO_L2CAP`, `SOCK_SEQPACKET`): each datagram is one SDU.
+///
+/// The kernel does the L2CAP work beside bluetoothd (which knows nothing of the channel): credits,
+/// segmentation, reassembly. The socket is non-blocking: ``receive()`` and ``send(_:)`` say when
+/// they would wait, and ``whenReadable(_:)`` / ``whenWritable(_:)`` call back once they can go on,
+/// which is how the kernel's credit-based flow control reaches the caller.
+///
+/// Queue-confined: every method but the initializers runs on `queue`. The descriptor is closed
+/// by ``close()`` once no dispatch source watches it.
+package final class BlueZL2CAPSocket: @unchecked Sendable {
+    /// The largest SDU this side sends (`BT_SNDMTU`: the peer's MTU).
+    package let sendMTU: Int
+    /// The largest SDU this side receives (`BT_RCVMTU`).
+    package let receiveMTU: Int
+    package let queue: DispatchQueue
+    private let descriptor: Descriptor
+    private var fd: Int32 { descriptor.fd }
+    private var closed = false
+    private var readable: (any DispatchSourceRead)?
+    private var writable: (any DispatchSourceWrite)?
+    /// Counts arms, so a fired source knows whether it is still the current one.
+    private var readableArms = 0
+    private var writableArms = 0
+    private var buffer: [UInt8]
+
+    /// What became of one ``receive()``.
+    package enum ReceiveResult: Sendable, Equatable {
+        /// One SDU.
+        case datagram([UInt8])
+        /// Nothing to read now: ask ``whenReadable(_:)``.
+        case wouldBlock
+        /// The channel ended: the peer closed it (nil), or an error ended it.
+        case closed(BlueZSocketError?)
+    }
+
+    /// What became of one ``send(_:)``.
+    package enum SendResult: Sendable, Equatable {
+        case sent
+        /// No credits or buffer room: nothing was sent; try again after ``whenWritable(_:)``.
+        case wouldBlock
+        /// Nothing was sent and nothing will be: the channel ended or the SDU was refused.
+        case failed(BlueZSocketError)
+    }
+
+    /// Takes over the connected, non-blocking `descriptor` (one of ``connect(from:to:security:queue:completion:)``,
+    /// of a listener, or of a `socketpair` in tests). MTUs the kernel does not report take
+    /// `defaultMTU`.
+    package convenience init(adopting descriptor: Int32, queue: DispatchQueue, defaultMTU: Int = 672) {
+        self.init(Descriptor(descriptor), queue: queue, defaultMTU: defaultMTU)
+    }
+
+    private init(_ descriptor: Descriptor, queue: DispatchQueue, defaultMTU: Int = 672) {
+        self.descriptor = descriptor
+        let descriptor = descriptor.fd
+        self.queue = queue
+        let flags = fcntl(descriptor, F_GETFL)
+        if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) }
+        self.sendMTU = Self.option(descriptor, BlueZL2CAPSocketCalls.sendMTUOption) ?? defaultMTU
+        self.receiveMTU = Self.option(descriptor, BlueZL2CAPSocketCalls.receiveMTUOption) ?? defaultMTU
+        self.buffer = [UInt8](repeating: 0, count: max(self.receiveMTU, 1) + 1)
+    }
+
+    private static func option(_ fd: Int32, _ name: Int32) -> Int? {
+        var value: UInt16 = 0
+        var length = socklen_t(MemoryLayout<UInt16>.size)
+        guard getsockopt(fd, BlueZL2CAPSocketCalls.solBluetooth, name, &value, &length) == 0, value > 0 else {
+            return nil
+        }
+        return Int(value)
+    }
+
+    /// Opens an LE credit-based channel from the adapter with `adapterAddress` (any adapter when
+    /// nil) to `peer`'s PSM, at `security`, and calls `completion` once on `queue` with the
+    /// connected socket or the error. Bad input is reported through `completion` too.
+    ///
+    /// The kernel uses the existing LE link to the peer (or makes one). It bounds the wait itself
+    /// (the socket's send time-out, 40 s).
+    package static func connect(
+        from adapterAddress: String?, to peer: BlueZL2CAPSocketAddress, security: BlueZL2CAPSecurity,
+        queue: DispatchQueue, completion: @escaping @Sendable (Result<BlueZL2CAPSocket, BlueZSocketError>) -> Void
+    ) {
+        let descriptor: Descriptor
+        do throws(BlueZSocketError) {
+            guard peer.encoded() != nil else {
+                throw BlueZSocketError(.invalidAddress, operation: "peer address \"\(peer.address)\"")
+            }
+            guard (1...0xFF).contains(peer.psm) else {
+                throw BlueZSocketError(.invalidPSM, operation: "connect to PSM \(peer.psm)")
+            }
+            let local = BlueZL2CAPSocketAddress(
+                address: adapterAddress ?? "00:00:00:00:00:00", type: .lePublic, psm: 0)
+            descriptor = Descriptor(try BlueZL2CAPSocketCalls.open(local: local, security: security))
+            if let error = BlueZL2CAPSocketCalls.connect(descriptor.fd, to: peer) { throw error }
+        } catch {
+            return queue.async { completion(.failure(error)) }
+        }
+        // Non-blocking connect: writable once the channel is up or failed; SO_ERROR says which.
+        // The descriptor stays open until the source's cancel handler has run (libdispatch's rule).
+        let source = DispatchSource.makeWriteSource(fileDescriptor: descriptor.fd, queue: queue)
+        source.setCancelHandler { _ = descriptor }
+        // The handler holds the source until it cancels it.
+        source.setEventHandler {
+            guard !source.isCancelled else { return }
+            source.cancel()
+            var error: Int32 = 0
+            var length = socklen_t(MemoryLayout<Int32>.size)
+            if getsockopt(descriptor.fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 { error = Glibc.errno }
+            if error != 0 {
+                completion(.failure(BlueZSocketError(errno: error, operation: "connect to PSM \(peer.psm)")))
+            } else {
+                completion(.success(BlueZL2CAPSocket(descriptor, queue: queue)))
+            }
+        }
+        source.resume()
+    }
+
+    /// Reads one SDU without waiting (on `queue`).
+    package func receive() -> ReceiveResult {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return .closed(BlueZSocketError(.closed, operation: "receive")) }
+        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        if count > 0 { return .datagram(Array(buffer[0..<count])) }
+        if count == 0 { return .closed(nil) }
+        let error = Glibc.errno
+        switch error {
+        case EAGAIN, EWOULDBLOCK, EINTR: return .wouldBlock
+        default: return .closed(BlueZSocketError(errno: error, operation: "receive"))
+        }
+    }
+
+    /// Sends `bytes` as one SDU without waiting (on `queue`); an empty or too long SDU fails.
+    package func send(_ bytes: some Collection<UInt8>) -> SendResult {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return .failed(BlueZSocketError(.closed, operation: "send")) }
+        guard !bytes.isEmpty, bytes.count <= sendMTU else {
+            return .failed(BlueZSocketError(.messageTooLong, operation: "send \(bytes.count) bytes (MTU \(sendMTU))"))
+        }
+        let count = Array(bytes).withUnsafeBytes {
+            Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+        }
+        if count >= 0 { return .sent }
+        let error = Glibc.errno
+        switch error {
+        case EAGAIN, EWOULDBLOCK, ENOBUFS, EINTR: return .wouldBlock
+        default: return .failed(BlueZSocketError(errno: error, operation: "send"))
+        }
+    }
+
+    /// Calls `body` once on `queue` when a ``receive()`` has something to say (a datagram, the
+    /// end); at once when closed. A later call replaces an earlier wait, which is then not called.
+    package func whenReadable(_ body: @escaping @Sendable () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return queue.async(execute: body) }
+        readable?.cancel()
+        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
+        readable = source
+        readableArms += 1
+        let arm = readableArms
+        self.arm(source) { [weak self] in
+            if let self, self.readableArms == arm { self.readable = nil }
+            body()
+        }
+    }
+
+    /// Calls `body` once on `queue` when a ``send(_:)`` can go on; at once when closed. A later
+    /// call replaces an earlier wait, which is then not called.
+    package func whenWritable(_ body: @escaping @Sendable () -> Void) {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return queue.async(execute: body) }
+        writable?.cancel()
+        let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
+        writable = source
+        writableArms += 1
+        let arm = writableArms
+        self.arm(source) { [weak self] in
+            if let self, self.writableArms == arm { self.writable = nil }
+            body()
+        }
+    }
+
+    private func arm(_ source: any DispatchSourceProtocol, fired: @escaping @Sendable () -> Void) {
+        // The descriptor stays open until the source's cancel handler has run (libdispatch's rule).
+        source.setCancelHandler { [descriptor] in _ = descriptor }
+        // The handler holds the source until it cancels it.
+        source.setEventHandler {
+            guard !source.isCancelled else { return }
+            source.cancel()
+            fired()
+        }
+        source.resume()
+    }
+
+    /// Ends the channel (`shutdown`: the kernel sends the peer a disconnection request). Pending
+    /// waits are dropped; the descriptor is closed when the last reference to it goes.
+    /// Idempotent; on `queue`.
+    package func close() {
+        dispatchPrecondition(condition: .onQueue(queue))
+        guard !closed else { return }
+        closed = true
+        _ = shutdown(fd, Int32(SHUT_RDWR))
+        readable?.cancel()
+        writable?.cancel()
+        readable = nil
+        writable = nil
+    }
+
+    deinit {
+        readable?.cancel()
+        writable?.cancel()
+    }
+}
+
+/// A file descriptor closed when the last reference to it goes: the socket's, and each dispatch
+/// source's cancel handler (libdispatch needs the descriptor open until that handler ran).
+final class Descriptor: Sendable {
+    let fd: Int32
+    init(_ fd: Int32) { self.fd = fd }
+    deinit { Glibc.close(fd) }
+}

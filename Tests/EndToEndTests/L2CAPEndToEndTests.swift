@@ -110,10 +110,11 @@ struct L2CAPLink {
         #expect((0x80...0xFF).contains(psm), "a dynamic LE PSM")
         #expect(manager.publishedL2CAPChannels == [psm])
 
-        // What Apple's apps do: the PSM in a readable characteristic of Apple's UUID.
+        // What Apple's apps do: the PSM in a readable characteristic of Apple's UUID. Served
+        // from the read request (no cached value), so that the manager learns the central's MTU.
         let psmCharacteristic = MutableCharacteristic(
             type: BluetoothUUID(string: CBUUIDL2CAPPSMCharacteristicString), properties: [.read],
-            value: Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]), permissions: [.readable])
+            value: nil, permissions: [.readable])
         let service = MutableService(type: EndToEndTests.l2capService, primary: true)
         service.characteristics = [psmCharacteristic]
         manager.add(service)
@@ -155,7 +156,11 @@ struct L2CAPLink {
         let peripheralSide = try #require(server.channel)
         #expect(centralSide.psm == psm && peripheralSide.psm == psm)
         #expect(centralSide.peer === sensor)
-        #expect(peripheralSide.peer is Central)
+        // The channel's central is the one that read the PSM, with the MTU its request told.
+        let reader = try #require(server.reader)
+        let peer = try #require(peripheralSide.peer as? Central)
+        #expect(peer == reader)
+        #expect(peer.maximumUpdateValueLength == reader.maximumUpdateValueLength)
         return L2CAPLink(
             manager: manager, server: server, centralManager: centralManager, central: central, sensor: sensor,
             recorder: recorder, psm: psm, centralSide: centralSide, peripheralSide: peripheralSide)
@@ -164,12 +169,23 @@ struct L2CAPLink {
 
 final class L2CAPManagerRecorder: PeripheralManagerDelegate, @unchecked Sendable {
     let queue = DispatchQueue(label: "e2e.l2cap.peripheral")
-    private let state = Mutex<([String], L2CAPPSM?, L2CAPChannel?)>(([], nil, nil))
+    private let state = Mutex<([String], L2CAPPSM?, L2CAPChannel?, Central?)>(([], nil, nil, nil))
     var events: [String] { state.withLock { $0.0 } }
     var published: L2CAPPSM? { state.withLock { $0.1 } }
     var channel: L2CAPChannel? { state.withLock { $0.2 } }
+    /// The central that read the PSM characteristic.
+    var reader: Central? { state.withLock { $0.3 } }
 
     func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+    func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
+        let psm = state.withLock { state in
+            state.3 = request.central
+            return state.1
+        }
+        guard let psm, request.offset <= 2 else { return peripheral.respond(to: request, withResult: .invalidOffset) }
+        request.value = Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]).dropFirst(request.offset)
+        peripheral.respond(to: request, withResult: .success)
+    }
     func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
         state.withLock { $0.0.append(error == nil ? "added" : "add failed: \(error!)") }
     }

@@ -47,10 +47,8 @@ extension PeripheralManager {
                 guard let self else { return }
                 switch result {
                 case .success(let accepted):
-                    let central = Central(
-                        identifier: PeripheralIdentity.identifier(
-                            adapterAddress: adapter ?? "", deviceAddress: accepted.peer.address),
-                        maximumUpdateValueLength: 20)
+                    // The same `Central` the GATT side reports: its MTU if a request told it.
+                    let central = self.central(address: accepted.peer.address, adapter: adapter ?? "")
                     let channel = L2CAPChannel(peer: central, psm: psm, socket: accepted.socket)
                     self.queue.async { self.delegate?.peripheralManager(self, didOpen: channel, error: nil) }
                 case .failure(let error):

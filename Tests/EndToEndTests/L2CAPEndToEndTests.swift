@@ -58,6 +58,64 @@ extension EndToEndTests {
         manager.removeAllServices()
     }
 
+    /// The same job with the async calls only: publish, add, advertise, connect, discover, read
+    /// the PSM, open; the peripheral takes the channel from its stream; unpublish and disconnect
+    /// return once done.
+    @Test(.timeLimit(.minutes(3))) func theAsyncCallsPublishOpenAndTearDownAChannel() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let server = L2CAPManagerRecorder()
+        let manager = PeripheralManager(
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(adapter: "hci1"))
+        try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
+        let incoming = manager.l2capChannels()
+        let psm = try await manager.publishL2CAPChannel(requiringEncryption: false)
+        #expect(server.published == psm, "the delegate heard it first")
+        let service = MutableService(type: Self.l2capService, primary: true)
+        service.characteristics = [
+            MutableCharacteristic(
+                type: BluetoothUUID(string: CBUUIDL2CAPPSMCharacteristicString), properties: [.read],
+                value: Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]), permissions: [.readable])
+        ]
+        try await manager.addService(service)
+
+        let central = E2ECentralDelegate()
+        let centralManager = CentralManager(
+            delegate: central, queue: central.queue, options: CentralManagerOptions(adapter: "hci0"))
+        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { centralManager.state == .poweredOn }
+        centralManager.scanForPeripherals(withServices: [Self.l2capService])
+        try await waitUntil("scanning") { centralManager.isScanning }
+        try await manager.startAdvertising(with: AdvertisementData(serviceUUIDs: [Self.l2capService]))
+        try await waitUntil("discovered our peripheral", timeout: .seconds(60)) { central.discovered != nil }
+        centralManager.stopScan()
+        let sensor = try #require(central.discovered)
+        try await centralManager.connect(to: sensor)
+        let remote = try #require(try await sensor.discoverServices(matching: [Self.l2capService]).first)
+        let psmType = BluetoothUUID(string: CBUUIDL2CAPPSMCharacteristicString)
+        let remotePSM = try #require(try await sensor.discoverCharacteristics(matching: [psmType], in: remote).first)
+        let value = try await sensor.readValue(of: remotePSM)
+        #expect(value == Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]))
+
+        let centralSide = try await sensor.openL2CAPChannel(psm: psm)
+        var channels = incoming.makeAsyncIterator()
+        let peripheralSide = try #require(await channels.next())
+        #expect(peripheralSide.psm == psm)
+        try await centralSide.write(Data("ping".utf8))
+        #expect(try await peripheralSide.read() == Data("ping".utf8))
+        try await peripheralSide.write(Data("pong".utf8))
+        #expect(try await centralSide.read() == Data("pong".utf8))
+
+        try await manager.unpublishL2CAPChannel(psm: psm)
+        #expect(manager.publishedL2CAPChannels.isEmpty)
+        #expect(server.events.contains("unpublished \(psm)"))
+        try await centralManager.disconnect(from: sensor)
+        #expect(sensor.state == .disconnected)
+        // The link went down: the channel ends (the end of the stream, or an error).
+        let afterTheLink = try? await peripheralSide.read()
+        #expect(afterTheLink == nil)
+        manager.stopAdvertising()
+        manager.removeAllServices()
+    }
+
     /// A channel published with encryption: the kernel refuses the unencrypted central, which
     /// then encrypts the link (bluetoothd pairs, Just Works through both managers' agents) and
     /// retries; the channel opens and carries data.

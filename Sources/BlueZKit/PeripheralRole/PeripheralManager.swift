@@ -29,9 +29,14 @@ import Locking
 /// subscriber and counts later ones silently, where `StartNotify` is called for each central that
 /// subscribes. bluetoothd publishes no version: `Adapter1.Connectable` (5.79) is the probe.
 ///
+/// L2CAP channels (``publishL2CAPChannel(withEncryption:)``) are kernel sockets beside
+/// bluetoothd, not D-Bus: their listening sockets accept, and their channels read and write, on
+/// one serial queue of the manager's own (`L2CAPPublications.queue`), never on the bus queue, so
+/// bulk data does not delay bluetoothd's requests; their delegate calls still come on `queue`.
+///
 /// The invariant behind `@unchecked Sendable`: mutable state lives on the engine's bus queue
-/// (see `PeripheralEngine`), the reported state behind its `PosixMutex`, the delegate behind
-/// `delegateLock`.
+/// (see `PeripheralEngine`), the published PSMs behind `L2CAPPublications`' `PosixMutex`, the
+/// reported state behind its `PosixMutex`, the delegate behind `delegateLock`.
 public final class PeripheralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue

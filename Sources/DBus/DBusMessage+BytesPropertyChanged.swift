@@ -22,7 +22,6 @@ extension DBusMessage {
                 path.rawValue, InterfaceName.properties.rawValue, propertiesChangedMember.rawValue)
         else { throw DBusError(.noMemory, "cannot allocate a signal") }
         let message = DBusMessage(owning: raw)
-        if let destination { dbus_message_set_destination(raw, destination.rawValue) }
         let ok = interface.rawValue.withCString { interfaceName in
             property.withCString { propertyName in
                 value.withUnsafeBufferPointer { bytes in
@@ -31,6 +30,11 @@ extension DBusMessage {
             }
         }
         guard ok else { throw DBusError(.noMemory, "cannot build a PropertiesChanged signal") }
+        // After the body: closing the body's containers rewrites the header's signature field,
+        // which costs libdbus about three times as much with a destination field before it.
+        if let destination, dbus_message_set_destination(raw, destination.rawValue) == 0 {
+            throw DBusError(.noMemory, "cannot address a signal")
+        }
         return message
     }
 

@@ -106,6 +106,12 @@ let package = Package(
             path: "Benchmarks/NotifySocketBenchmark",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "PeripheralUpdateBenchmark",
+            dependencies: ["BlueZKit", "BlueZKitTesting"],
+            path: "Benchmarks/PeripheralUpdateBenchmark",
+            swiftSettings: strictSettings
+        ),
         // The statistics and the JSON of Scripts/benchmark and Scripts/benchmark-dbus.
         .executableTarget(
             name: "BenchmarkReport",

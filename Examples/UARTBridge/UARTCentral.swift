@@ -5,15 +5,18 @@ import HeartRateProfile
 import UARTProfile
 
 /// The central side of the bridge: finds a Nordic UART peripheral, connects, sends it the test
-/// pattern — through RX with writes without response (`--mode gatt`), or through the L2CAP
-/// channel whose PSM the peripheral serves (`--mode l2cap`) — checks the echo byte for byte and
-/// prints the throughput. Exits 0 only when every byte came back intact.
+/// pattern — through RX with writes without response (`--mode gatt`), through the L2CAP
+/// channel whose PSM the peripheral serves (`--mode l2cap`), or both in turn on one connection
+/// (`--mode both`) — checks the echo byte for byte and prints the throughput. Exits 0 only when
+/// every byte came back intact.
 ///
 /// GATT flow control as on Apple's platforms: write while `canSendWriteWithoutResponse`, go on
 /// from `peripheralIsReady(toSendWriteWithoutResponse:)`; each write as long as
-/// `maximumWriteValueLength(for: .withoutResponse)` allows, a ``UARTFrame`` (bluetoothd may
-/// reorder writes and notifications over its Enhanced ATT bearers; the frames' offsets put the
-/// echo back in order).
+/// `maximumWriteValueLength(for: .withoutResponse)` allows (but see
+/// ``UARTProfile/maximumWriteLength``), a ``UARTFrame`` (bluetoothd may reorder writes and
+/// notifications over its Enhanced ATT bearers; the frames' offsets put the echo back in
+/// order). Linux: `canSendWriteWithoutResponse` turns false only once BlueZKit's bus queue has
+/// taken the writes, so the loop writes a burst at a time and lets the queue turn in between.
 ///
 /// Everything runs on `queue` (delegate calls; the channel transfer hops back to it), so the
 /// mutable state needs no lock — the invariant behind `@unchecked Sendable`.
@@ -21,7 +24,8 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
     struct Configuration {
         var adapter: String?
         var name: String?
-        var mode = BridgeOptions.Mode.gatt
+        /// The transfers to make, in turn.
+        var modes = [BridgeOptions.Mode.gatt]
         var bytes = 65_536
         /// The longest write (GATT mode); nil for the peripheral's maximum.
         var chunk: Int?
@@ -36,6 +40,11 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
     /// The peripheral we use; kept strongly, as Core Bluetooth requires.
     private var uart: Peripheral?
     private var rx: Characteristic?
+    private var tx: Characteristic?
+    private var psmCharacteristic: Characteristic?
+    /// Which of the configured modes runs now.
+    private var modeIndex = 0
+    private var mode: BridgeOptions.Mode { configuration.modes[modeIndex] }
     /// The open channel (L2CAP mode); kept strongly.
     private var channel: L2CAPChannel?
 
@@ -52,6 +61,8 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
     /// Bytes that came back intact through the channel (L2CAP mode).
     private var channelReceived = 0
     private var watchdog: (any DispatchSourceTimer)?
+    /// A `send()` waits on the queue.
+    private var scheduled = false
     private var finished = false
 
     init(configuration: Configuration, output: EventOutput) {
@@ -134,19 +145,32 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
         if let error { return fail("characteristic discovery failed: \(error)") }
         let characteristics = service.characteristics ?? []
         func find(_ uuid: BluetoothUUID) -> Characteristic? { characteristics.first { $0.uuid == uuid } }
-        switch configuration.mode {
+        rx = find(UARTProfile.rx)
+        tx = find(UARTProfile.tx)
+        psmCharacteristic = find(UARTProfile.psm)
+        beginTransfer()
+    }
+
+    /// Sets up the transfer of the current mode: subscribes to TX, or reads the PSM.
+    private func beginTransfer() {
+        guard let uart else { return }
+        switch mode {
         case .gatt:
-            guard let rx = find(UARTProfile.rx), rx.properties.contains(.writeWithoutResponse),
-                let tx = find(UARTProfile.tx), tx.properties.contains(.notify)
-            else { return fail("the UART service lacks RX (write without response) or TX (notify)") }
-            self.rx = rx
+            guard let rx, rx.properties.contains(.writeWithoutResponse), let tx, tx.properties.contains(.notify) else {
+                return fail("the UART service lacks RX (write without response) or TX (notify)")
+            }
             // The echo comes back through TX: subscribe before sending anything.
-            peripheral.setNotifyValue(true, for: tx)
+            if tx.isNotifying {
+                startTransfer(chunkLength: writeLength(uart))
+                send()
+            } else {
+                uart.setNotifyValue(true, for: tx)
+            }
         case .l2cap:
-            guard let psm = find(UARTProfile.psm) else {
+            guard let psmCharacteristic else {
                 return fail("the UART service has no L2CAP PSM characteristic (the peripheral has no channel)")
             }
-            peripheral.readValue(for: psm)
+            uart.readValue(for: psmCharacteristic)
         }
     }
 
@@ -154,7 +178,9 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
     ) {
         if let error { return fail("subscribing to TX failed: \(error)") }
-        guard characteristic.uuid == UARTProfile.tx, characteristic.isNotifying, started == nil else { return }
+        guard characteristic.uuid == UARTProfile.tx, characteristic.isNotifying, mode == .gatt, started == nil else {
+            return
+        }
         startTransfer(chunkLength: writeLength(peripheral))
         send()
     }
@@ -199,34 +225,49 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
         lastProgress = .now
         output.emit(
             "sending",
-            ["mode": configuration.mode.rawValue, "bytes": configuration.bytes, "chunk": chunkLength],
+            ["mode": mode.rawValue, "bytes": configuration.bytes, "chunk": chunkLength],
             human: "Sending \(configuration.bytes) bytes "
-                + (configuration.mode == .gatt
+                + (mode == .gatt
                     ? "through RX (writes without response of up to \(chunkLength) bytes)"
                     : "through the L2CAP channel (SDUs of up to \(chunkLength) bytes)"))
         startWatchdog()
     }
 
-    /// Writes without response while the peripheral can take them; the rest waits for
-    /// `peripheralIsReady(toSendWriteWithoutResponse:)`.
+    /// Writes without response while the peripheral can take them, a burst per turn of the
+    /// queue; the rest waits for `peripheralIsReady(toSendWriteWithoutResponse:)`.
     private func send() {
-        guard let uart, let rx, !finished else { return }
-        while uart.canSendWriteWithoutResponse,
+        guard let uart, let rx, !finished, mode == .gatt, started != nil, !scheduled else { return }
+        var burst = 0
+        while burst < Self.burst, uart.canSendWriteWithoutResponse,
             let frame = chunker.nextFrame(maximumLength: writeLength(uart))
         {
             uart.writeValue(frame, for: rx, type: .withoutResponse)
+            burst += 1
             mostInFlight = max(mostInFlight, chunker.offset - verifier.received)
         }
         if chunker.isFinished {
             if allSent == nil { allSent = .now }
+        } else if uart.canSendWriteWithoutResponse {
+            // Let the bus queue take the burst (and echoes arrive) before the next one.
+            scheduled = true
+            queue.async {
+                self.scheduled = false
+                self.send()
+            }
         } else {
             waits += 1
         }
     }
 
-    /// How long a write may be: what the link takes, or less when `--chunk` says so.
+    /// Writes sent before the queue turns (see the type's notes).
+    private static let burst = 8
+
+    /// How long a write may be: what the link takes, at most what bluetoothd's GATT server
+    /// accepts, or less when `--chunk` says so.
     private func writeLength(_ peripheral: Peripheral) -> Int {
-        min(peripheral.maximumWriteValueLength(for: .withoutResponse), configuration.chunk ?? .max)
+        min(
+            peripheral.maximumWriteValueLength(for: .withoutResponse), UARTProfile.maximumWriteLength,
+            configuration.chunk ?? .max)
     }
 
     /// An echo notification: a frame, checked against the pattern.
@@ -246,7 +287,7 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
     }
 
     /// Bytes that came back intact so far, in either mode.
-    private var echoed: Int { configuration.mode == .gatt ? verifier.received : channelReceived }
+    private var echoed: Int { mode == .gatt ? verifier.received : channelReceived }
 
     private func channelFinished(_ outcome: ChannelTransfer.Outcome) {
         guard !finished else { return }
@@ -267,12 +308,12 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
         let roundTrip = Throughput(bytes: configuration.bytes, from: start, to: end)
         let up = Throughput(bytes: configuration.bytes, from: start, to: allSent ?? end)
         var fields: [String: any Sendable] = [
-            "mode": configuration.mode.rawValue, "bytes": configuration.bytes, "intact": true,
+            "mode": mode.rawValue, "bytes": configuration.bytes, "intact": true,
             "seconds": roundTrip.seconds, "bytesPerSecond": roundTrip.bytesPerSecond,
             "sentSeconds": up.seconds, "sentBytesPerSecond": up.bytesPerSecond,
         ]
         var reordered = ""
-        if configuration.mode == .gatt {
+        if mode == .gatt {
             fields["writeWaits"] = waits
             fields["mostInFlight"] = mostInFlight
             fields["frames"] = verifier.frames
@@ -281,9 +322,17 @@ final class UARTCentral: CentralManagerDelegate, PeripheralDelegate, @unchecked 
         }
         output.emit(
             "result", fields,
-            human: "Echo intact: \(configuration.bytes) bytes there and back in \(roundTrip.secondsDescription), "
-                + "\(roundTrip) round trip (sent in \(up.secondsDescription), \(up))\(reordered)")
-        finish(status: 0)
+            human: "\(mode == .gatt ? "GATT" : "L2CAP") echo intact: \(configuration.bytes) bytes there and back in "
+                + "\(roundTrip.secondsDescription), \(roundTrip) round trip (sent in \(up.secondsDescription), "
+                + "\(up))\(reordered)")
+        guard modeIndex + 1 < configuration.modes.count else { return finish(status: 0) }
+        // The next mode, on the same connection, from scratch.
+        modeIndex += 1
+        chunker = PatternChunker(pattern: configuration.pattern, total: configuration.bytes)
+        verifier = FrameVerifier(pattern: configuration.pattern, expected: configuration.bytes)
+        (started, allSent, waits, mostInFlight, channelReceived) = (nil, nil, 0, 0, 0)
+        watchdog?.cancel()
+        beginTransfer()
     }
 
     private func fail(_ message: String) {

@@ -3,7 +3,7 @@ import HeartRateProfile
 /// What `uart-bridge` was asked to do: the role first, then its options.
 ///
 ///     uart-bridge peripheral [--adapter hciN] [--name NAME] [--json]
-///     uart-bridge central [--adapter hciN] [--name NAME] [--mode gatt|l2cap] [--bytes N] [--chunk N]
+///     uart-bridge central [--adapter hciN] [--name NAME] [--mode gatt|l2cap|both] [--bytes N] [--chunk N]
 ///                         [--timeout S] [--json]
 public struct BridgeOptions: Sendable, Hashable {
     /// Which side of the bridge to run.
@@ -22,10 +22,13 @@ public struct BridgeOptions: Sendable, Hashable {
         case l2cap
     }
 
+    /// The central's transports, in turn on one connection (`--mode both`: GATT, then L2CAP).
+    public var modes = [Mode.gatt]
+
     /// The two command lines.
     public static let usage = """
         usage: uart-bridge peripheral [--adapter hciN] [--name NAME] [--json]
-               uart-bridge central [--adapter hciN] [--name NAME] [--mode gatt|l2cap] [--bytes N] [--chunk N]
+               uart-bridge central [--adapter hciN] [--name NAME] [--mode gatt|l2cap|both] [--bytes N] [--chunk N]
                                    [--timeout S] [--json]
         """
 
@@ -36,8 +39,6 @@ public struct BridgeOptions: Sendable, Hashable {
     /// The peripheral advertises this name; the central takes only a peripheral of this name
     /// (when given: nil takes the first one with the service).
     public var name: String?
-    /// The central's transport.
-    public var mode = Mode.gatt
     /// How many bytes the central sends (and expects back).
     public var bytes = 65_536
     /// GATT mode: the longest write, in bytes (frame header included); nil for what
@@ -87,10 +88,13 @@ public struct BridgeOptions: Sendable, Hashable {
         json = options.flag("--json")
         help = options.flag("--help")
         if let text = options.value("--mode") {
-            guard let mode = Mode(rawValue: text) else {
-                throw BridgeUsageError("--mode is gatt or l2cap, not \(text)")
+            if text == "both" {
+                modes = [.gatt, .l2cap]
+            } else if let mode = Mode(rawValue: text) {
+                modes = [mode]
+            } else {
+                throw BridgeUsageError("--mode is gatt, l2cap or both, not \(text)")
             }
-            self.mode = mode
         }
     }
 }

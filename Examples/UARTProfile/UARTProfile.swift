@@ -19,6 +19,13 @@ public enum UARTProfile {
     /// The longest value a notification or write carries on any link (an attribute's maximum).
     public static let maximumValueLength = 512
 
+    /// The longest write the central makes: 510 bytes. A peripheral on bluetoothd 5.66 drops
+    /// write commands of 512 bytes without a word (seen in the emulated environment: every
+    /// full-size write vanished, 510-byte ones arrive), though ATT allows 512 and BlueZ's MTU
+    /// of 517 makes room for them; its GATT server seems to count the attribute handle into
+    /// the value's length (`write_cb` → `check_length` in `src/shared/gatt-server.c`).
+    public static let maximumWriteLength = 510
+
     /// The PSM characteristic's value: the PSM as a little-endian `UInt16`, as Apple documents it.
     public static func encode(psm: L2CAPPSM) -> Data { Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]) }
 

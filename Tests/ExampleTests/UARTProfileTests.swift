@@ -147,11 +147,12 @@ import UARTProfile
         let central = try BridgeOptions(parsing: [
             "central", "--adapter", "hci0", "--mode", "l2cap", "--bytes", "1000", "--chunk=100", "--json",
         ])
-        #expect(central.role == .central && central.adapter == "hci0" && central.mode == .l2cap)
+        #expect(central.role == .central && central.adapter == "hci0" && central.modes == [.l2cap])
         #expect(central.bytes == 1000 && central.chunk == 100 && central.json && central.name == nil)
         let peripheral = try BridgeOptions(parsing: ["peripheral", "--name", "UART"])
-        #expect(peripheral.role == .peripheral && peripheral.name == "UART" && peripheral.mode == .gatt)
+        #expect(peripheral.role == .peripheral && peripheral.name == "UART" && peripheral.modes == [.gatt])
         #expect(peripheral.bytes == 65_536 && !peripheral.json)
+        #expect(try BridgeOptions(parsing: ["central", "--mode", "both"]).modes == [.gatt, .l2cap])
         for bad in [
             [], ["bridge"], ["central", "--mode", "serial"], ["central", "--bytes", "0"], ["central", "--chunk", "4"],
             ["peripheral", "--bytes", "10"], ["central", "--bogus"],

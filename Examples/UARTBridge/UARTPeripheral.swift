@@ -30,6 +30,8 @@ final class UARTPeripheral: PeripheralManagerDelegate, @unchecked Sendable {
         var pending = EchoQueue()
         var received = 0
         var echoed = 0
+        /// How often `updateValue` said "not now".
+        var waits = 0
         var firstWrite: ContinuousClock.Instant
         var lastEcho: ContinuousClock.Instant
     }
@@ -148,10 +150,10 @@ final class UARTPeripheral: PeripheralManagerDelegate, @unchecked Sendable {
             "unsubscribed",
             [
                 "central": central.identifier.uuidString, "received": session.received, "echoed": session.echoed,
-                "seconds": rate.seconds, "bytesPerSecond": rate.bytesPerSecond,
+                "seconds": rate.seconds, "bytesPerSecond": rate.bytesPerSecond, "updateWaits": session.waits,
             ],
             human: "Central \(central.identifier.uuidString) unsubscribed: received \(session.received) bytes, "
-                + "echoed \(session.echoed) (\(rate))")
+                + "echoed \(session.echoed) (\(rate); updateValue pushed back \(session.waits) times)")
         waitingForReady = false
         flush()
     }
@@ -200,6 +202,7 @@ final class UARTPeripheral: PeripheralManagerDelegate, @unchecked Sendable {
             let length = min(session.central.maximumUpdateValueLength, UARTProfile.maximumValueLength)
             while let chunk = session.pending.front(maximumLength: length) {
                 guard manager.updateValue(chunk, for: tx, onSubscribedCentrals: [session.central]) else {
+                    session.waits += 1
                     waitingForReady = true
                     return
                 }

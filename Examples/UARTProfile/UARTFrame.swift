@@ -4,8 +4,8 @@ public import Foundation
 ///
 /// A frame is the payload's offset in the pattern (a little-endian `UInt32`) followed by the
 /// payload. bluetoothd spreads writes without response and notifications over its Enhanced
-/// ATT bearers (`Channels = 3` in `main.conf` by default, 5.66 and 5.82 alike), so they can
-/// arrive in another order than they were sent; the offset lets the central put the echo back
+/// ATT bearers (`Channels = 3` in `main.conf` by default), so they can arrive in another order
+/// than they were sent (5.66 reordered two thirds of the frames in the emulated environment); the offset lets the central put the echo back
 /// in order, and tell a reordered frame from a lost or repeated one. The peripheral echoes each
 /// frame as it came. (An L2CAP channel keeps order: the L2CAP mode sends bare bytes.)
 public enum UARTFrame {

@@ -85,10 +85,13 @@ extension Peripheral {
     }
 
     /// The largest value one write of `type` can carry: the negotiated ATT MTU
-    /// minus 3 (23 − 3 = 20 before BlueZ reports an MTU); 512 for long writes with response.
+    /// minus 3 (23 − 3 = 20 before BlueZ reports an MTU), at most 512 (an attribute value's
+    /// maximum: bluetoothd's GATT server drops a longer write command without a word, so with
+    /// BlueZ's MTU of 517 a write of MTU − 3 = 514 bytes would be lost); 512 for long writes
+    /// with response.
     public func maximumWriteValueLength(for type: CharacteristicWriteType) -> Int {
         let mtu = engine?.mtu(of: self) ?? 23
-        return type == .withResponse ? 512 : max(20, mtu - 3)
+        return type == .withResponse ? 512 : min(512, max(20, mtu - 3))
     }
 
     private func perform(_ body: @escaping @Sendable (CentralEngine) -> Void) {

@@ -58,6 +58,8 @@ public final class PeripheralManager: @unchecked Sendable {
     let restoration: ManagerRestoration<PeripheralRestorationRecord>?
     /// The published L2CAP channels' listening sockets (PeripheralManager+L2CAP.swift).
     let l2cap = L2CAPPublications()
+    /// Tasks in ``send(_:for:onSubscribedCentrals:)`` waiting for room (PeripheralManager+Send.swift).
+    let updateWaiters = UpdateWaiters()
 
     /// What the manager knows and has published, on the engine's bus queue.
     struct EngineState {
@@ -355,7 +357,11 @@ public final class PeripheralManager: @unchecked Sendable {
                 defer { state = newState }
                 return state != newState
             }
-            if changed { self.delegate?.peripheralManagerDidUpdateState(self) }
+            if changed {
+                self.delegate?.peripheralManagerDidUpdateState(self)
+                // Updates waiting for room try again: the state may have ended their wait.
+                self.updateWaiters.resumeAll()
+            }
             if newState != .unknown { self.endRestoredSubscriptions() }
         }
     }

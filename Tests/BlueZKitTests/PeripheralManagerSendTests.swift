@@ -50,6 +50,15 @@ import Testing
             try await rig.manager.send(Data([1]), for: unpublished)
         }
         #expect(notPublished?.code == .invalidParameters)
+        #expect(notPublished?.message.contains("not in a published service") == true)
+        // Longer than a subscribed central takes (MTU 23: 20 bytes): that reason, with the central.
+        let small = try await rig.central(1, mtu: 23)
+        _ = try await rig.subscribe(small, to: "AB02")
+        let tooLongForTheCentral = await #expect(throws: BluetoothError.self) {
+            try await rig.manager.send(Data(count: 21), for: rig.notifying)
+        }
+        #expect(tooLongForTheCentral?.code == .invalidParameters)
+        #expect(tooLongForTheCentral?.message.contains("takes at most 20") == true)
     }
 
     @Test(.timeLimit(.minutes(1))) func cancellingAWaitingSendThrowsAndSendsNothing() async throws {

@@ -9,8 +9,18 @@ extension PeripheralManager {
         case sent
         /// Not now: `peripheralManagerIsReady(toUpdateSubscribers:)` follows when there is room.
         case full
-        /// Not at all: not published, bluetoothd or the bus away, or too long for a central.
-        case refused
+        /// Not at all, for this reason.
+        case refused(Refusal)
+    }
+
+    /// Why `updateValue` refused a value for good.
+    enum Refusal: Equatable {
+        /// The characteristic is not in a published service.
+        case notPublished
+        /// bluetoothd or the bus is away.
+        case busAway
+        /// Longer than what this central takes (its ATT MTU minus 3).
+        case tooLong(central: UUID, limit: Int)
     }
 
     /// Sends `value` to the subscribed centrals as ``updateValue(_:for:onSubscribedCentrals:)``
@@ -54,13 +64,20 @@ extension PeripheralManager {
             switch outcome {
             case .sent:
                 return
-            case .refused:
+            case .refused(.busAway):
+                throw BluetoothError(
+                    .bluetoothUnavailable, message: "bluetoothd or the bus is away (the state is \(state))")
+            case .refused(.notPublished):
                 guard state == .poweredOn else {
                     throw BluetoothError(.bluetoothUnavailable, message: "the state is \(state), not poweredOn")
                 }
                 throw BluetoothError(
+                    .invalidParameters, message: "\(characteristic.uuid) is not in a published service")
+            case .refused(.tooLong(let central, let limit)):
+                throw BluetoothError(
                     .invalidParameters,
-                    message: "\(characteristic.uuid) is not published, or the value is too long for a central")
+                    message: "\(value.count) bytes for \(characteristic.uuid): central \(central.uuidString) "
+                        + "takes at most \(limit) (its ATT MTU minus 3)")
             case .full:
                 continue
             }

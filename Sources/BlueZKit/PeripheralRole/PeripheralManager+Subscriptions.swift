@@ -79,15 +79,16 @@ extension PeripheralManager {
         let (target, client, adapter) = engine.sync {
             ($0.characteristics[key], $0.client, $0.adapterAddress)
         }
-        guard let (application, id) = target, let client else { return .refused }
+        guard let client else { return .refused(.busAway) }
+        guard let (application, id) = target else { return .refused(.notPublished) }
         // The bus is away (the state is `.resetting`): nothing sent now could arrive.
-        guard client.isBusOpen else { return .refused }
+        guard client.isBusOpen else { return .refused(.busAway) }
         if let centrals, Set(centrals).isDisjoint(with: characteristic.subscribedCentrals ?? []) { return .sent }
         if let (identifier, limit) = tightestLimit(of: key, for: centrals, adapter: adapter), value.count > limit {
             BlueZLog.warning(
                 "updateValue: \(value.count) bytes for \(characteristic.uuid) not sent: central "
                     + "\(identifier.uuidString) takes at most \(limit) (its ATT MTU minus 3)")
-            return .refused
+            return .refused(.tooLong(central: identifier, limit: limit))
         }
         let indicatesOnly = Self.indicatesOnly(characteristic.properties)
         if engine.sync({ $0.socketCharacteristics.contains(key) }) {

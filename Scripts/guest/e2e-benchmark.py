@@ -8,6 +8,7 @@ needs bluetoothd with hci0 and hci1 powered.
                 [--extra K] [--intervals MS[,MS...]] [--calibration-count N] [--text-runs R]
                 [--bleak-acquire-runs R]
                 [--latency-interval-ms MS] [--latency-count N] [--latency-runs R]
+                [--connect-runs R] [--connect-count N] [--connect-only] [--btsnoop FILE]
                 [--json FILE]
 
 1. Saturation: heart-rate-peripheral (DIR) notifies on hci1 every MS milliseconds; for
@@ -44,6 +45,13 @@ needs bluetoothd with hci0 and hci1 powered.
    hci1, --peripheral-runs each (default 2, alternating), read by the BlueZKit central on hci0
    for --peripheral-count readings (default 500); the peripheral's /proc/PID/stat is sampled at
    the central's first and last reading: CPU ms per notification sent.
+5. Connect to the first notification (--connect-runs R per side, alternating; --connect-only
+   skips phases 1 and 2): the peripheral as in 3., runs of --connect-count readings (default 3),
+   the time from the central's "discovered" line to its first reading, its distribution per side
+   (median, 10th and 90th percentiles). With --btsnoop FILE (btmon -w's trace of every
+   controller: Scripts/bluez-vm run --btmon writes /run/bluez-vm/btmon.snoop) each run is split
+   by what hci0 saw (hci_timeline.py): asking for the link, the link, GATT set-up waiting for the
+   peripheral or the central's host, the wait for the next notification, delivery.
 Between runs: the central's link is down on both adapters and hci0 forgets the device
 (Adapter1.RemoveDevice), so every run scans, connects and discovers afresh.
 
@@ -60,6 +68,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import hci_timeline
 
 NAME = "BlueZKit Bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -225,6 +235,7 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
     peripheral.stamping = stamp
     peripheral.notified = []
     started = time.monotonic()
+    wall_offset = time.time() - started  # monotonic → wall clock, the clock btmon's trace uses
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=stderr)
     reader = Reader(process, side)
@@ -294,6 +305,9 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
             (state["peripheral1"] - state["peripheral0"]) * 1000 / CLK_TCK / (count - 1), 5)
     if state["discovered"] is not None:
         figures["connect_to_first_reading_ms"] = round((t0 - state["discovered"]) * 1000, 1)
+        if stamp:
+            figures["discovered_at"] = state["discovered"] + wall_offset
+            figures["first_reading_at"] = t0 + wall_offset
     if state["summary"] is not None:
         figures["self_reported_cpu_ms_per_notification"] = round(state["summary"]["cpu_ms_per_notification"], 5)
     if stamp:
@@ -346,6 +360,11 @@ def main():
     parser.add_argument("--peripheral-interval-ms", type=int, default=20)
     parser.add_argument("--peripheral-count", type=int, default=500)
     parser.add_argument("--run-timeout", type=float, default=90.0, help="seconds per run, plus count/20")
+    parser.add_argument("--connect-runs", type=int, default=0,
+                        help="phase 5: runs per side from connect to the first notification")
+    parser.add_argument("--connect-count", type=int, default=3, help="readings per connect run")
+    parser.add_argument("--connect-only", action="store_true", help="skip phases 1 and 2")
+    parser.add_argument("--btsnoop", help="btmon -w's file (e.g. /run/bluez-vm/btmon.snoop): phase 5's breakdown")
     parser.add_argument("--json")
     args = parser.parse_args()
     intervals = [int(value) for value in args.intervals.split(",") if value]
@@ -356,7 +375,8 @@ def main():
 
     selector = selectors.DefaultSelector()
     peripheral = None
-    result = {"count": args.count, "calibration": [], "runs": [], "latency_runs": [], "peripheral_runs": []}
+    result = {"count": args.count, "calibration": [], "runs": [], "latency_runs": [], "peripheral_runs": [],
+              "connect_runs": []}
 
     def start_peripheral(interval, bless=False):
         nonlocal peripheral
@@ -375,78 +395,79 @@ def main():
 
     failures = 0
     try:
-        # 1. Saturation.
-        chosen = None
-        if len(intervals) == 1:
-            chosen = intervals[0]
-        else:
-            for interval in sorted(intervals, reverse=True):
-                start_peripheral(interval)
-                offered = 1000 / interval
-                saturated = True
-                for side in ("bluezkit", "bleak"):
-                    run = run_central(args, selector, peripheral, side, args.calibration_count, args.extra)
-                    run["offered_per_s"] = offered
-                    result["calibration"].append(run)
-                    if "error" in run:
-                        failures += 1
-                        saturated = False
-                        log(f"calibration {interval} ms {side}: {run['error']}")
-                        continue
-                    log(f"calibration {interval} ms ({offered:.0f}/s offered): {side} central "
-                        f"{run['notifications_per_s']:.1f}/s, {run['cpu_ms_per_notification']:.3f} ms CPU each")
-                    saturated = saturated and run["notifications_per_s"] < 0.9 * offered
-                if saturated:
-                    chosen = interval
-                    break
-            if chosen is None:
-                chosen = min(intervals)
-        result["interval_ms"] = chosen
-        result["offered_per_s"] = 1000 / chosen
-        log(f"CPU runs at {chosen} ms ({1000 / chosen:.0f} notifications/s offered), "
-            f"{args.runs} runs of {args.count} readings")
-
-        # 2. CPU per notification, interleaved.
-        if peripheral is None or peripheral.interval_ms != chosen:
-            start_peripheral(chosen)
-        for index in range(args.runs):
-            side = "bluezkit" if index % 4 in (0, 3) else "bleak"
-            run = run_central(args, selector, peripheral, side, args.count, args.extra)
-            run["run"] = index + 1
-            result["runs"].append(run)
-            if "error" in run:
-                failures += 1
-                log(f"run {index + 1} {side}: {run['error']}")
+        if not args.connect_only:  # phases 1 and 2
+            # 1. Saturation.
+            chosen = None
+            if len(intervals) == 1:
+                chosen = intervals[0]
             else:
-                check = run.get("self_reported_cpu_ms_per_notification")
-                log(f"run {index + 1} {side}: {run['notifications_per_s']:.1f}/s, "
-                    f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification"
-                    + (f" (self-reported {check:.3f})" if check is not None else "")
-                    + f", {run['total_s']:.1f} s in all")
+                for interval in sorted(intervals, reverse=True):
+                    start_peripheral(interval)
+                    offered = 1000 / interval
+                    saturated = True
+                    for side in ("bluezkit", "bleak"):
+                        run = run_central(args, selector, peripheral, side, args.calibration_count, args.extra)
+                        run["offered_per_s"] = offered
+                        result["calibration"].append(run)
+                        if "error" in run:
+                            failures += 1
+                            saturated = False
+                            log(f"calibration {interval} ms {side}: {run['error']}")
+                            continue
+                        log(f"calibration {interval} ms ({offered:.0f}/s offered): {side} central "
+                            f"{run['notifications_per_s']:.1f}/s, {run['cpu_ms_per_notification']:.3f} ms CPU each")
+                        saturated = saturated and run["notifications_per_s"] < 0.9 * offered
+                    if saturated:
+                        chosen = interval
+                        break
+                if chosen is None:
+                    chosen = min(intervals)
+            result["interval_ms"] = chosen
+            result["offered_per_s"] = 1000 / chosen
+            log(f"CPU runs at {chosen} ms ({1000 / chosen:.0f} notifications/s offered), "
+                f"{args.runs} runs of {args.count} readings")
 
-        # 2b. For information: the BlueZKit central without --json (Foundation's JSONSerialization
-        # out of the way), at the same rate, after the interleaved runs.
-        for index in range(args.text_runs):
-            run = run_central(args, selector, peripheral, "bluezkit-text", args.count, args.extra)
-            run["run"] = args.runs + index + 1
-            result["runs"].append(run)
-            if "error" in run:
-                failures += 1
-                log(f"run {run['run']} bluezkit-text: {run['error']}")
-            else:
-                log(f"run {run['run']} BlueZKit without --json: {run['notifications_per_s']:.1f}/s, "
-                    f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
+            # 2. CPU per notification, interleaved.
+            if peripheral is None or peripheral.interval_ms != chosen:
+                start_peripheral(chosen)
+            for index in range(args.runs):
+                side = "bluezkit" if index % 4 in (0, 3) else "bleak"
+                run = run_central(args, selector, peripheral, side, args.count, args.extra)
+                run["run"] = index + 1
+                result["runs"].append(run)
+                if "error" in run:
+                    failures += 1
+                    log(f"run {index + 1} {side}: {run['error']}")
+                else:
+                    check = run.get("self_reported_cpu_ms_per_notification")
+                    log(f"run {index + 1} {side}: {run['notifications_per_s']:.1f}/s, "
+                        f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification"
+                        + (f" (self-reported {check:.3f})" if check is not None else "")
+                        + f", {run['total_s']:.1f} s in all")
 
-        # 2c. For information: bleak's opt-in AcquireNotify reader, same rate.
-        for index in range(args.bleak_acquire_runs):
-            run = run_central(args, selector, peripheral, "bleak-acquire", args.count, args.extra)
-            run["run"] = args.runs + args.text_runs + index + 1
-            result["runs"].append(run)
-            if "error" in run:  # informational: reported, not a failure of the benchmark
-                log(f"run {run['run']} bleak-acquire (not counted): {run['error']}")
-            else:
-                log(f"run {run['run']} bleak with AcquireNotify: {run['notifications_per_s']:.1f}/s, "
-                    f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
+            # 2b. For information: the BlueZKit central without --json (Foundation's JSONSerialization
+            # out of the way), at the same rate, after the interleaved runs.
+            for index in range(args.text_runs):
+                run = run_central(args, selector, peripheral, "bluezkit-text", args.count, args.extra)
+                run["run"] = args.runs + index + 1
+                result["runs"].append(run)
+                if "error" in run:
+                    failures += 1
+                    log(f"run {run['run']} bluezkit-text: {run['error']}")
+                else:
+                    log(f"run {run['run']} BlueZKit without --json: {run['notifications_per_s']:.1f}/s, "
+                        f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
+
+            # 2c. For information: bleak's opt-in AcquireNotify reader, same rate.
+            for index in range(args.bleak_acquire_runs):
+                run = run_central(args, selector, peripheral, "bleak-acquire", args.count, args.extra)
+                run["run"] = args.runs + args.text_runs + index + 1
+                result["runs"].append(run)
+                if "error" in run:  # informational: reported, not a failure of the benchmark
+                    log(f"run {run['run']} bleak-acquire (not counted): {run['error']}")
+                else:
+                    log(f"run {run['run']} bleak with AcquireNotify: {run['notifications_per_s']:.1f}/s, "
+                        f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
 
         # 3. Latency.
         if args.latency_runs > 0:
@@ -480,11 +501,47 @@ def main():
                 else:
                     failures += 1
                     log(f"peripheral run {index + 1} {side}: {run.get('error', 'no figure')}")
+        # 5. Connect to the first notification, R runs per side (the peripheral as in 3.).
+        if args.connect_runs > 0:
+            start_peripheral(args.latency_interval_ms)
+            for index in range(2 * args.connect_runs):
+                side = "bluezkit" if index % 4 in (0, 3) else "bleak"
+                run = run_central(args, selector, peripheral, side, args.connect_count, args.extra, stamp=True)
+                run["run"] = index + 1
+                result["connect_runs"].append(run)
+                if "connect_to_first_reading_ms" not in run:
+                    failures += 1
+                    log(f"connect run {index + 1} {side}: {run.get('error', 'no discovered line')}")
+                else:
+                    log(f"connect run {index + 1} {side}: {run['connect_to_first_reading_ms']:.0f} ms")
     finally:
         if peripheral is not None:
             peripheral.stop()
 
+    if result["connect_runs"] and args.btsnoop:
+        try:
+            events = hci_timeline.read_events(args.btsnoop)
+        except (OSError, ValueError) as error:
+            events = None
+            result["hci_error"] = str(error)
+            log(f"no HCI trace: {error}")
+        for run in result["connect_runs"]:
+            if events is not None and "discovered_at" in run:
+                run.update(hci_timeline.phases(events, run["discovered_at"], run["first_reading_at"]))
+
     summary = {}
+    for side in ("bluezkit", "bleak"):
+        values = sorted(run["connect_to_first_reading_ms"] for run in result["connect_runs"]
+                        if run["side"] == side and "connect_to_first_reading_ms" in run)
+        if len(values) >= 2:
+            deciles = statistics.quantiles(values, n=10, method="inclusive")
+            summary[f"{side}_connect_distribution_ms"] = {
+                "runs": len(values), "median": round(statistics.median(values), 1), "p10": round(deciles[0], 1),
+                "p90": round(deciles[-1], 1), "min": values[0], "max": values[-1], "values": values}
+        for phase in hci_timeline.PHASES:
+            value = median_of(result["connect_runs"], side, phase)
+            if value:
+                summary[f"{side}_connect_{phase}"] = value
     for side in ("bluezkit", "bleak", "bluezkit-text", "bleak-acquire"):
         for key in ("cpu_ms_per_notification", "notifications_per_s", "self_reported_cpu_ms_per_notification"):
             value = median_of(result["runs"], side, key)
@@ -519,7 +576,7 @@ def main():
         with open(args.json, "w") as output:
             output.write(text + "\n")
     print(text)
-    return 0 if failures == 0 and "ratio" in summary else 1
+    return 0 if failures == 0 and ("ratio" in summary or args.connect_only) else 1
 
 
 if __name__ == "__main__":

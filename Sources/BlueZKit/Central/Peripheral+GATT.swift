@@ -44,16 +44,14 @@ extension Peripheral {
     /// peripheral's answer; `.withoutResponse` reports nothing (see
     /// ``canSendWriteWithoutResponse``). Writes reach bluetoothd in the order they were made.
     public func writeValue(_ data: Data, for characteristic: Characteristic, type: CharacteristicWriteType) {
-        guard let engine else { return }
         guard type == .withoutResponse else {
-            return engine.busQueue.async {
+            return perform { engine in
                 // Its result keeps the place of this write for the async writes that follow.
                 engine.manager?.waiters.writeStarts(to: characteristic, id: 0, nil)
                 engine.write(self, data: data, characteristic: characteristic, withResponse: true)
             }
         }
-        writeHandedOver()
-        engine.busQueue.async {
+        perform(handingOverAWrite: true) { engine in
             engine.write(self, data: data, characteristic: characteristic, withResponse: false)
             if self.writeTaken() { engine.manager?.post(.gatt(self, .readyToSendWriteWithoutResponse)) }
         }
@@ -104,8 +102,12 @@ extension Peripheral {
         return type == .withResponse ? 512 : min(512, max(20, mtu - 3))
     }
 
-    private func perform(_ body: @escaping @Sendable (CentralEngine) -> Void) {
+    /// Runs `body` on the bus queue, when the peripheral still has its manager. A write without
+    /// response is counted as handed over before it is posted (``canSendWriteWithoutResponse``
+    /// says false while too many wait for the bus queue); `body` reports it taken.
+    private func perform(handingOverAWrite: Bool = false, _ body: @escaping @Sendable (CentralEngine) -> Void) {
         guard let engine else { return }
+        if handingOverAWrite { writeHandedOver() }
         engine.busQueue.async { body(engine) }
     }
 }

@@ -104,11 +104,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         // Non-blocking connect: writable once the channel is up or failed; SO_ERROR says which.
         // The descriptor stays open until the source's cancel handler has run (libdispatch's rule).
         let source = DispatchSource.makeWriteSource(fileDescriptor: descriptor.fd, queue: queue)
-        source.setCancelHandler { _ = descriptor }
-        // The handler holds the source until it cancels it.
-        source.setEventHandler {
-            guard !source.isCancelled else { return }
-            source.cancel()
+        let connected: @Sendable () -> Void = {
             var error: Int32 = 0
             var length = socklen_t(MemoryLayout<Int32>.size)
             if getsockopt(descriptor.fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 { error = Glibc.errno }
@@ -118,7 +114,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
                 completion(.success(BlueZL2CAPSocket(descriptor, queue: queue)))
             }
         }
-        source.resume()
+        OneShotSource.arm(source, whenCancelled: { _ = descriptor }, fired: connected)
     }
 
     /// Reads one SDU without waiting (on `queue`).
@@ -187,14 +183,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
 
     private func arm(_ source: any DispatchSourceProtocol, fired: @escaping @Sendable () -> Void) {
         // The descriptor stays open until the source's cancel handler has run (libdispatch's rule).
-        source.setCancelHandler { [descriptor] in _ = descriptor }
-        // The handler holds the source until it cancels it.
-        source.setEventHandler {
-            guard !source.isCancelled else { return }
-            source.cancel()
-            fired()
-        }
-        source.resume()
+        OneShotSource.arm(source, whenCancelled: { [descriptor] in _ = descriptor }, fired: fired)
     }
 
     /// Ends the channel (`shutdown`: the kernel sends the peer a disconnection request). Pending

@@ -110,16 +110,13 @@ package final class BlueZNotifyLink: @unchecked Sendable {
             state.writable?.cancel()
             let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
             watchers.retain()
-            source.setCancelHandler { watchers.release() }
             state.writableArms += 1
             let arm = state.writableArms
-            source.setEventHandler { [weak self, source] in
-                source.cancel()
+            state.writable = source
+            OneShotSource.arm(source, whenCancelled: { watchers.release() }) { [weak self] in
                 self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
                 body()
             }
-            state.writable = source
-            source.resume()
             return true
         }
         if !armed { queue.async(execute: body) }

@@ -90,13 +90,11 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         writableArms += 1
         let arm = writableArms
         sources.retain()
-        source.setCancelHandler { [sources] in sources.release() }
-        source.setEventHandler { [weak self, source] in
-            source.cancel()
+        let fired: @Sendable () -> Void = { [weak self] in
             if let self, self.writableArms == arm { self.writable = nil }
             body()
         }
-        source.resume()
+        OneShotSource.arm(source, whenCancelled: { [sources] in sources.release() }, fired: fired)
     }
 
     /// Closes our end (bluetoothd then releases the write session). Idempotent; on `queue`.

@@ -69,16 +69,42 @@ package final class BlueZClient: @unchecked Sendable {
     private(set) package var adapterPath: ObjectPath?
     private var lastStatus: AdapterStatus?
 
-    /// A client on `bus` (see ``init(connection:adapter:events:)``).
-    package convenience init(bus: BlueZBus, adapter: String?, events: @escaping @Sendable (Event) -> Void) {
-        self.init(connection: bus.connection, adapter: adapter, events: events)
+    /// What a client follows of bluetoothd's property changes.
+    package enum Watch: Sendable {
+        /// Everything: adapters, devices and their remote GATT databases (the central role).
+        case everything
+        /// Adapters, their advertising managers and devices: no remote GATT object's changes
+        /// (no `valueChanged`, no `gattObjectsChanged` for a changed property), for the
+        /// peripheral role, which then is not woken by every notification a central on the same
+        /// bluetoothd receives.
+        case adaptersAndDevices
+
+        var propertyInterfaces: [InterfaceName]? {
+            switch self {
+            case .everything: nil
+            case .adaptersAndDevices: [BlueZNames.adapter, BlueZNames.advertisingManager, BlueZNames.device]
+            }
+        }
     }
 
-    package init(connection: DBusConnection, adapter: String?, events: @escaping @Sendable (Event) -> Void) {
+    /// A client on `bus` (see ``init(connection:adapter:watching:events:)``).
+    package convenience init(
+        bus: BlueZBus, adapter: String?, watching watch: Watch = .everything,
+        events: @escaping @Sendable (Event) -> Void
+    ) {
+        self.init(connection: bus.connection, adapter: adapter, watching: watch, events: events)
+    }
+
+    package init(
+        connection: DBusConnection, adapter: String?, watching watch: Watch = .everything,
+        events: @escaping @Sendable (Event) -> Void
+    ) {
         self.connection = connection
         self.adapterSelector = adapter
         self.events = events
-        self.cache = BlueZObjectCache(connection: connection) { [weak self] event in self?.handle(event) }
+        self.cache = BlueZObjectCache(connection: connection, propertyInterfaces: watch.propertyInterfaces) {
+            [weak self] event in self?.handle(event)
+        }
     }
 
     /// Starts following bluetoothd; the first `adapterChanged` follows once

@@ -63,9 +63,20 @@ package final class BlueZObjectCache: @unchecked Sendable {
         .seconds(30),
     ]
     private var subscriptions: [DBusSubscription] = []
+    /// The interfaces whose `PropertiesChanged` the cache follows; nil for all of them.
+    package let propertyInterfaces: [InterfaceName]?
 
-    package init(connection: DBusConnection, events: @escaping @Sendable (Event) -> Void) {
+    /// A cache on `connection`. With `propertyInterfaces`, only those interfaces' property
+    /// changes are subscribed to (one match rule each, `arg0` = the interface: the bus sends
+    /// nothing else): the properties of other interfaces stay as `GetManagedObjects` and
+    /// `InterfacesAdded` gave them. A peripheral role needs no remote characteristic's `Value`,
+    /// and each one would cost it a wake-up and a decode.
+    package init(
+        connection: DBusConnection, propertyInterfaces: [InterfaceName]? = nil,
+        events: @escaping @Sendable (Event) -> Void
+    ) {
         self.connection = connection
+        self.propertyInterfaces = propertyInterfaces
         self.events = events
     }
 
@@ -82,12 +93,14 @@ package final class BlueZObjectCache: @unchecked Sendable {
             try await connection.subscribe(
                 DBusMatchRule(sender: service, interface: .objectManager, member: "InterfacesRemoved")
             ) { [weak self] message in self?.interfacesRemoved(message) })
-        subscriptions.append(
-            try await connection.subscribe(
-                DBusMatchRule(
-                    sender: service, pathNamespace: BlueZNames.root, interface: .properties,
-                    member: DBusMessage.propertiesChangedMember)
-            ) { [weak self] message in self?.propertiesChanged(message) })
+        for interface in propertyInterfaces.map({ $0.map(\.rawValue) }) ?? [nil] {
+            subscriptions.append(
+                try await connection.subscribe(
+                    DBusMatchRule(
+                        sender: service, pathNamespace: BlueZNames.root, interface: .properties,
+                        member: DBusMessage.propertiesChangedMember, arg0: interface)
+                ) { [weak self] message in self?.propertiesChanged(message) })
+        }
         subscriptions.append(
             try await connection.watchNameOwner(service) { [weak self] owner in self?.ownerChanged(owner) })
     }

@@ -303,7 +303,10 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     private func start(on bus: BlueZBus) async {
-        let client = BlueZClient(bus: bus, adapter: options.adapter) { [weak self] event in
+        // Property changes of adapters and devices only: a central on the same bluetoothd would
+        // otherwise wake this manager with each notification it receives.
+        let client = BlueZClient(bus: bus, adapter: options.adapter, watching: .adaptersAndDevices) {
+            [weak self] event in
             guard let self else { return }
             switch event {
             case .adapterChanged(let status): self.adapterChanged(status)

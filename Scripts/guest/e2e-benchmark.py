@@ -266,7 +266,8 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
                     figures["peripheral_notified_lines"] = peripheral.notified_count - state["notified0"]
                 if stamp and side != "bluezkit-text":
                     readings.append((now, json.loads(line)["bpm"]))
-            elif b'"discovered"' in line and state["discovered"] is None:
+            elif b'"discovered"' in line and state["first"] is None:
+                # bleak's central tries again after a failed set-up: the last attempt counts.
                 state["discovered"] = now
             elif b'"summary"' in line:
                 state["summary"] = json.loads(line)

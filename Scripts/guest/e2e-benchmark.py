@@ -8,7 +8,7 @@ needs bluetoothd with hci0 and hci1 powered.
                 [--extra K] [--intervals MS[,MS...]] [--calibration-count N] [--text-runs R]
                 [--bleak-acquire-runs R]
                 [--latency-interval-ms MS] [--latency-count N] [--latency-runs R]
-                [--connect-runs R] [--connect-count N] [--connect-only] [--btsnoop FILE]
+                [--connect-runs R] [--connect-count N] [--skip-central-runs] [--btsnoop FILE]
                 [--json FILE]
 
 1. Saturation: heart-rate-peripheral (DIR) notifies on hci1 every MS milliseconds; for
@@ -45,13 +45,14 @@ needs bluetoothd with hci0 and hci1 powered.
    hci1, --peripheral-runs each (default 2, alternating), read by the BlueZKit central on hci0
    for --peripheral-count readings (default 500); the peripheral's /proc/PID/stat is sampled at
    the central's first and last reading: CPU ms per notification sent.
-5. Connect to the first notification (--connect-runs R per side, alternating; --connect-only
-   skips phases 1 and 2): the peripheral as in 3., runs of --connect-count readings (default 3),
-   the time from the central's "discovered" line to its first reading, its distribution per side
-   (median, 10th and 90th percentiles). With --btsnoop FILE (btmon -w's trace of every
-   controller: Scripts/bluez-vm run --btmon writes /run/bluez-vm/btmon.snoop) each run is split
-   by what hci0 saw (hci_timeline.py): asking for the link, the link, GATT set-up waiting for the
-   peripheral or the central's host, the wait for the next notification, delivery.
+5. Connect to the first notification (--connect-runs R per side, alternating): the peripheral as
+   in 3., runs of --connect-count readings (default 3), the time from the central's last
+   "discovered" line to its first reading, its distribution per side (median, 10th and 90th
+   percentiles). With --btsnoop FILE (btmon -w's trace of every controller: Scripts/bluez-vm
+   run --btsnoop writes /run/bluez-vm/btmon.snoop) each run is split by what hci0 saw
+   (hci_timeline.py): asking for the link, the link, GATT set-up waiting for the peripheral or
+   the central's host, the wait for the next notification, delivery.
+--skip-central-runs skips phases 1 and 2 (Scripts/benchmark runs 4 and 5 in guests of their own).
 Between runs: the central's link is down on both adapters and hci0 forgets the device
 (Adapter1.RemoveDevice), so every run scans, connects and discovers afresh.
 
@@ -364,7 +365,7 @@ def main():
     parser.add_argument("--connect-runs", type=int, default=0,
                         help="phase 5: runs per side from connect to the first notification")
     parser.add_argument("--connect-count", type=int, default=3, help="readings per connect run")
-    parser.add_argument("--connect-only", action="store_true", help="skip phases 1 and 2")
+    parser.add_argument("--skip-central-runs", action="store_true", help="skip phases 1 and 2")
     parser.add_argument("--btsnoop", help="btmon -w's file (e.g. /run/bluez-vm/btmon.snoop): phase 5's breakdown")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -396,7 +397,7 @@ def main():
 
     failures = 0
     try:
-        if not args.connect_only:  # phases 1 and 2
+        if not args.skip_central_runs:  # phases 1 and 2
             # 1. Saturation.
             chosen = None
             if len(intervals) == 1:
@@ -577,7 +578,7 @@ def main():
         with open(args.json, "w") as output:
             output.write(text + "\n")
     print(text)
-    return 0 if failures == 0 and ("ratio" in summary or args.connect_only) else 1
+    return 0 if failures == 0 and ("ratio" in summary or args.skip_central_runs) else 1
 
 
 if __name__ == "__main__":

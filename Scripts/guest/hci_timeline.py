@@ -1,0 +1,152 @@
+"""hci_timeline — where the time from "discovered" to the first notification goes, from HCI.
+
+Used by e2e-benchmark.py (phase 5) inside the emulated BlueZ environment, with the btsnoop file
+that `btmon -w` writes there (Scripts/bluez-vm run --btmon: .bluez-vm/btmon.snoop in the share).
+The file is in btsnoop's monitor format (datalink 2001: every controller, each packet tagged with
+its controller index and a monitor opcode) with the kernel's wall-clock timestamps, the clock a
+driver's time.time() reads inside the same guest.
+
+phases(events, discovered, first_reading, central=0) splits one central's way from its
+"discovered" line to its first reading into what the controller saw:
+  to_create_connection_ms  "discovered" → LE (Extended) Create Connection on the central's
+                           controller: the central process and bluetoothd asking for the link
+  link_ms                  that command → LE (Enhanced) Connection Complete: the emulated link
+                           (btvirt and the peripheral's advertising)
+  att_waiting_ms           during GATT set-up (connection complete → the client characteristic
+                           configuration write that enables notifications), time with an ATT
+                           request of the central's outstanding: the link and the peripheral's
+                           host answering
+  att_host_ms              the rest of that set-up: the central's host (bluetoothd's own
+                           discovery steps and the central process's calls) deciding what to ask
+                           next
+  notification_wait_ms     that write → the first notification on the central's controller: the
+                           peripheral's next notification (at most one interval)
+  delivery_ms              that notification → the central's first reading: bluetoothd and the
+                           central process
+and counts the central's ATT requests (att_requests) in the set-up. Nothing here is Bluetooth
+hardware: btvirt forwards the packets between its virtual controllers in one process.
+"""
+
+import struct
+
+EPOCH_OFFSET_US = 0x00E03AB44A676000 - 946684800 * 1_000_000  # btsnoop's 0 AD origin → Unix
+
+OP_COMMAND, OP_EVENT, OP_ACL_TX, OP_ACL_RX = 2, 3, 4, 5
+LE_CREATE_CONNECTION = (0x200D, 0x2043)  # legacy, extended
+LE_META_EVENT = 0x3E
+LE_CONNECTION_COMPLETE = (0x01, 0x0A)  # legacy, enhanced
+ATT_CID = 4
+# bluetoothd 5.66 opens EATT bearers (LE credit-based channels) next to the fixed ATT channel and
+# spreads requests and notifications over them. Every dynamic channel is taken for one: no other
+# L2CAP channel is open in these runs. Each ATT PDU here fits one K-frame (the SDU length, then
+# the PDU).
+FIRST_DYNAMIC_CID = 0x0040
+ATT_REQUESTS = {0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20}
+ATT_RESPONSES = {0x01, 0x03, 0x05, 0x07, 0x09, 0x0B, 0x0D, 0x0F, 0x11, 0x13, 0x17, 0x19, 0x21}
+ATT_WRITE_REQUEST = 0x12
+ATT_NOTIFICATION = 0x1B
+PHASES = ("to_create_connection_ms", "link_ms", "att_waiting_ms", "att_host_ms", "notification_wait_ms",
+          "delivery_ms", "att_requests")
+
+
+def read_events(path):
+    """The packets of a btsnoop monitor file as (unix seconds, index, kind, detail) tuples.
+
+    kind: "create" (LE create connection command), "complete" (LE connection complete event,
+    detail = status), "att-tx"/"att-rx" (detail = (opcode, payload bytes after the opcode,
+    L2CAP channel)).
+    A truncated last record (the file is still being written) is ignored.
+    """
+    events = []
+    with open(path, "rb") as file:
+        data = file.read()
+    if len(data) < 16 or data[:8] != b"btsnoop\0":
+        raise ValueError(f"{path}: not a btsnoop file")
+    version, datalink = struct.unpack(">II", data[8:16])
+    if datalink != 2001:
+        raise ValueError(f"{path}: datalink {datalink}, not the monitor format (2001)")
+    offset = 16
+    while offset + 24 <= len(data):
+        _, length, flags, _, stamp = struct.unpack(">IIIIq", data[offset:offset + 24])
+        offset += 24
+        packet = data[offset:offset + length]
+        offset += length
+        if len(packet) < length:
+            break
+        seconds = (stamp - EPOCH_OFFSET_US) / 1_000_000
+        index, opcode = flags >> 16, flags & 0xFFFF
+        event = decode(opcode, packet)
+        if event is not None:
+            events.append((seconds, index) + event)
+    return events
+
+
+def decode(opcode, packet):
+    if opcode == OP_COMMAND and len(packet) >= 3:
+        command = struct.unpack("<H", packet[:2])[0]
+        if command in LE_CREATE_CONNECTION:
+            return ("create", command)
+    elif opcode == OP_EVENT and len(packet) >= 4:
+        if packet[0] == LE_META_EVENT and packet[2] in LE_CONNECTION_COMPLETE:
+            return ("complete", packet[3])
+    elif opcode in (OP_ACL_TX, OP_ACL_RX) and len(packet) >= 9:
+        handle_flags, _ = struct.unpack("<HH", packet[:4])
+        if (handle_flags >> 12) & 0x3 == 0x1:  # a continuation fragment: no L2CAP header
+            return None
+        _, cid = struct.unpack("<HH", packet[4:8])
+        kind = "att-tx" if opcode == OP_ACL_TX else "att-rx"
+        if cid == ATT_CID:
+            return (kind, (packet[8], bytes(packet[9:]), cid))
+        if cid >= FIRST_DYNAMIC_CID and len(packet) >= 11:  # an EATT bearer: SDU length, then ATT
+            return (kind, (packet[10], bytes(packet[11:]), cid))
+    return None
+
+
+def phases(events, discovered, first_reading, central=0):
+    """The phases (see the module's text) of one run, or {"hci_error": why}."""
+    window = [e for e in events if e[1] == central and discovered - 0.001 <= e[0] <= first_reading + 0.001]
+
+    def first(predicate, after):
+        return next((e for e in window if e[0] >= after and predicate(e)), None)
+
+    create = first(lambda e: e[2] == "create", discovered - 0.001)
+    if create is None:
+        return {"hci_error": "no LE create connection after the discovered line"}
+    complete = first(lambda e: e[2] == "complete" and e[3] == 0, create[0])
+    if complete is None:
+        return {"hci_error": "no successful LE connection complete"}
+    subscribe = first(lambda e: e[2] == "att-tx" and e[3][0] == ATT_WRITE_REQUEST and e[3][1][2:4] == b"\x01\x00",
+                      complete[0])
+    if subscribe is None:
+        return {"hci_error": "no client characteristic configuration write enabling notifications"}
+    notification = first(lambda e: e[2] == "att-rx" and e[3][0] == ATT_NOTIFICATION, subscribe[0])
+    if notification is None:
+        return {"hci_error": "no notification before the first reading"}
+    # Time with at least one request of the central's unanswered (one per bearer at a time).
+    waiting, requests, bearers, since = 0.0, 0, set(), None
+    for seconds, _, kind, detail in window:
+        if seconds < complete[0] or seconds > subscribe[0]:
+            continue
+        if kind == "att-tx" and detail[0] in ATT_REQUESTS:
+            requests += 1
+            if not bearers:
+                since = seconds
+            bearers.add(detail[2])
+        elif kind == "att-rx" and detail[0] in ATT_RESPONSES and detail[2] in bearers:
+            bearers.discard(detail[2])
+            if not bearers:
+                waiting += seconds - since
+    setup = subscribe[0] - complete[0]
+
+    def ms(value):
+        return round(value * 1000, 1)
+
+    return {
+        "to_create_connection_ms": ms(create[0] - discovered),
+        "link_ms": ms(complete[0] - create[0]),
+        "att_waiting_ms": ms(waiting),
+        "att_host_ms": ms(setup - waiting),
+        "notification_wait_ms": ms(notification[0] - subscribe[0]),
+        "delivery_ms": ms(first_reading - notification[0]),
+        "att_requests": requests,
+    }

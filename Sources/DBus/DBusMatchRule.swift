@@ -44,6 +44,18 @@ package struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
         return parts.joined(separator: ",")
     }
 
+    /// Whether `message` (a signal) satisfies the rule, as the connection's router decides it
+    /// (`SignalRouter+Matching.swift`); `senderOwner` gives the current owner of `sender` when
+    /// that is a well-known name. For tests and the fuzzer: the router keeps an entry per rule.
+    func matches(_ message: DBusMessage, senderOwner: (BusName) -> BusName?) -> Bool {
+        let owner = CurrentOwner()
+        owner.name = sender.flatMap(senderOwner)
+        let subscription = DBusSubscription {}
+        let entry = SignalRouter.Entry(
+            id: 0, rule: self, state: .init(subscription), senderOwner: owner, handler: { _ in })
+        return entry.matches(message, messagePath: dbus_message_get_path(message.raw))
+    }
+
     /// Whether the C string `path` is `namespace` or below it (`path_namespace`'s meaning).
     static func isPath(_ path: UnsafePointer<CChar>, in namespace: ObjectPath) -> Bool {
         namespace.rawValue.withCString { SignalRouter.Entry.isPath(path, in: $0) }

@@ -28,6 +28,9 @@ extension BlueZClient {
 
         /// Whether this attribute is one of `device`'s (its object lies under the device's).
         package func belongs(to device: DeviceID) -> Bool { path.isDescendant(of: device.path) }
+
+        /// The device whose object this attribute's lies under; nil for none.
+        package var device: DeviceID? { DeviceID(containing: path) }
     }
 
     package struct ServiceInfo: Sendable, Hashable {

@@ -56,9 +56,11 @@ package final class BlueZClient: @unchecked Sendable {
         /// Remote GATT objects (services, characteristics, descriptors) of a device appeared or
         /// went: `removed` names the object when one went.
         case gattObjectsChanged(DeviceID, removed: AttributeID?)
-        /// The `Value` of a remote characteristic or descriptor of a device changed (a
-        /// notification or indication under `StartNotify`, or a read's result).
-        case valueChanged(DeviceID, AttributeID, [UInt8])
+        /// The `Value` of a remote characteristic or descriptor changed (a notification or
+        /// indication under `StartNotify`, or a read's result). The attribute's device, when
+        /// there is one, is `AttributeID.device`: not looked for here, as the receiver usually
+        /// knows the attribute already.
+        case valueChanged(AttributeID, [UInt8])
     }
 
     package let connection: DBusConnection
@@ -307,7 +309,7 @@ package final class BlueZClient: @unchecked Sendable {
                 gattObjectsChanged(event)
             }
         case .valueChanged(let path, _, let bytes):
-            if let device = DeviceID(containing: path) { events(.valueChanged(device, AttributeID(path: path), bytes)) }
+            events(.valueChanged(AttributeID(path: path), bytes))
         }
     }
 

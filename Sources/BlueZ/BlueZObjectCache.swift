@@ -231,8 +231,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
         // The hottest signal (a value notified through StartNotify, or read): the path looked up
         // once, the value stored in place.
         if let (interface, bytes) = Self.valueChange(message) {
-            guard objects.values[index][interface.rawValue] != nil else { return }
-            objects.values[index][interface.rawValue]!["Value"] = .bytes(bytes)
+            guard Self.storeValue(.bytes(bytes), of: interface.rawValue, in: &objects.values[index]) else { return }
             return events(.valueChanged(path, interface: interface.rawValue, bytes))
         }
         guard let change = message.propertiesChange(), objects.values[index][change.interface] != nil else { return }
@@ -241,6 +240,16 @@ package final class BlueZObjectCache: @unchecked Sendable {
         events(
             .propertiesChanged(
                 path, interface: change.interface, changed: change.changed, invalidated: change.invalidated))
+    }
+
+    static let valueProperty = "Value"
+
+    /// Sets `Value` of `interface` in place, with one lookup of the interface; false (nothing
+    /// stored) when the object does not have it.
+    private static func storeValue(_ value: DBusValue, of interface: String, in interfaces: inout Interfaces) -> Bool {
+        guard let index = interfaces.index(forKey: interface) else { return false }
+        interfaces.values[index][valueProperty] = value
+        return true
     }
 
     /// A characteristic's or descriptor's new `Value` and nothing else, with its interface.

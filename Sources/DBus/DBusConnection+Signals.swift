@@ -1,6 +1,10 @@
 internal import CDBus
 import Dispatch
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 extension DBusConnection {
     /// Subscribes `handler` to the signals that match `rule`.
     ///
@@ -31,7 +35,9 @@ extension DBusConnection {
             guard isOpen || lifecycle.isReconnecting else {
                 throw DBusError(.disconnected, "the connection is closed")
             }
-            let added = router.add(rule, state: .init(subscription), handler: handler)
+            // The rule's well-known sender is tracked by now (`nameTracking`): its entry reads the owner.
+            let owner = rule.sender.flatMap { nameOwners[$0]?.current }
+            let added = router.add(rule, state: .init(subscription), senderOwner: owner, handler: handler)
             holder.id = added.id
             return added.isNewRule
         }
@@ -102,7 +108,12 @@ extension DBusConnection {
 
     /// A well-known name whose owner routing needs. Queue-confined.
     struct TrackedName {
-        var owner: BusName?
+        /// The owner, shared with the router's entries whose rules name this sender.
+        let current = CurrentOwner()
+        var owner: BusName? {
+            get { current.name }
+            nonmutating set { current.name = newValue }
+        }
         var users: Int
         /// False until the first user's watch has looked the owner up; later users wait for that.
         var known = false
@@ -123,7 +134,7 @@ extension DBusConnection {
                 nameOwners[name]!.users += 1
                 return false
             }
-            nameOwners[name] = TrackedName(owner: nil, users: 1)
+            nameOwners[name] = TrackedName(users: 1)
             return true
         }
         let release = DBusSubscription { [weak self] in
@@ -169,16 +180,19 @@ extension DBusConnection {
 
     /// Delivers a signal to every live subscription whose rule it matches. On `queue`.
     func routeSignal(_ message: DBusMessage) {
-        if !router.byPath.isEmpty, let path = message.path, let entries = router.byPath[path] {
-            deliver(message, to: entries)
+        let path = dbus_message_get_path(message.raw)
+        // A Swift string of the path (and a dictionary lookup) only when a rule names a path that long.
+        if let path, router.byPathLengths & SignalRouter.lengthBit(strlen(path)) != 0,
+            let entries = router.byPath[ObjectPath(trusted: String(cString: path))]
+        {
+            deliver(message, path: path, to: entries)
         }
-        deliver(message, to: router.unrouted)
+        deliver(message, path: path, to: router.unrouted)
     }
 
-    private func deliver(_ message: DBusMessage, to entries: [SignalRouter.Entry]) {
+    private func deliver(_ message: DBusMessage, path: UnsafePointer<CChar>?, to entries: [SignalRouter.Entry]) {
         for entry in entries {
-            guard entry.rule.matches(message, senderOwner: { nameOwners[$0]?.owner }), !entry.state.isCancelled
-            else { continue }
+            guard entry.matches(message, messagePath: path), !entry.state.isCancelled else { continue }
             entry.handler(message)
         }
     }

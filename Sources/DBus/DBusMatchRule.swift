@@ -44,44 +44,21 @@ package struct DBusMatchRule: Hashable, Sendable, CustomStringConvertible {
         return parts.joined(separator: ",")
     }
 
-    /// Whether `message` (a signal) satisfies the rule; `senderOwner` gives the current owner of
-    /// `sender` when that is a well-known name (asked only when everything else matched).
-    ///
-    /// Runs for every rule for every signal: it compares the message's header fields where libdbus
-    /// keeps them, without making Swift strings of them.
+    /// Whether `message` (a signal) satisfies the rule, as the connection's router decides it
+    /// (`SignalRouter+Matching.swift`); `senderOwner` gives the current owner of `sender` when
+    /// that is a well-known name. For tests and the fuzzer: the router keeps an entry per rule.
     func matches(_ message: DBusMessage, senderOwner: (BusName) -> BusName?) -> Bool {
-        let raw = message.raw
-        // withCString: passing a String as a C string argument would copy it into a new array.
-        if let interface, interface.rawValue.withCString({ dbus_message_has_interface(raw, $0) }) == 0 { return false }
-        if let member, member.rawValue.withCString({ dbus_message_has_member(raw, $0) }) == 0 { return false }
-        if let path, path.rawValue.withCString({ dbus_message_has_path(raw, $0) }) == 0 { return false }
-        if let pathNamespace {
-            guard let messagePath = dbus_message_get_path(raw), Self.isPath(messagePath, in: pathNamespace) else {
-                return false
-            }
-        }
-        if let sender {
-            let matchesName = sender.rawValue.withCString { dbus_message_has_sender(raw, $0) } != 0
-            guard
-                matchesName
-                    || senderOwner(sender).map({ owner in
-                        owner.rawValue.withCString { dbus_message_has_sender(raw, $0) } != 0
-                    }) == true
-            else { return false }
-        }
-        if let arg0, message.firstStringArgument != arg0 { return false }
-        return true
+        let owner = CurrentOwner()
+        owner.name = sender.flatMap(senderOwner)
+        let subscription = DBusSubscription {}
+        let entry = SignalRouter.Entry(
+            id: 0, rule: self, state: .init(subscription), senderOwner: owner, handler: { _ in })
+        return entry.matches(message, messagePath: dbus_message_get_path(message.raw))
     }
 
     /// Whether the C string `path` is `namespace` or below it (`path_namespace`'s meaning).
     static func isPath(_ path: UnsafePointer<CChar>, in namespace: ObjectPath) -> Bool {
-        var namespace = namespace.rawValue
-        return namespace.withUTF8 { prefix in
-            if prefix.count == 1 { return true }  // "/": every path
-            for index in 0..<prefix.count where UInt8(bitPattern: path[index]) != prefix[index] { return false }
-            let next = UInt8(bitPattern: path[prefix.count])
-            return next == 0 || next == UInt8(ascii: "/")
-        }
+        namespace.rawValue.withCString { SignalRouter.Entry.isPath(path, in: $0) }
     }
 }
 

@@ -1,6 +1,10 @@
 import Locking
 import Synchronization
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A live signal subscription. Cancelling it (or releasing the last reference)
 /// stops delivery at once — no handler runs after `cancel()` returns — and
 /// removes the match rule from the bus when no other subscription uses it.
@@ -29,19 +33,41 @@ package final class DBusSubscription: Sendable {
 /// RemoveMatch. Queue-confined value owned by the connection.
 struct SignalRouter {
     /// A class, so that delivering a signal retains one reference instead of copying every field.
-    final class Entry: Sendable {
+    /// The rule's names are kept as C strings too (`SignalRouter+Matching.swift`): every signal
+    /// is matched against them without copying the rule or touching its Swift strings.
+    ///
+    /// The invariant behind `@unchecked Sendable`: immutable after `init`; the C strings are
+    /// allocated there and freed only in `deinit`.
+    final class Entry: @unchecked Sendable {
         let id: UInt64
         let rule: DBusMatchRule
         let state: DBusSubscriptionState
         let handler: @Sendable (DBusMessage) -> Void
+        let interface: UnsafeMutablePointer<CChar>?
+        let member: UnsafeMutablePointer<CChar>?
+        let path: UnsafeMutablePointer<CChar>?
+        let pathNamespace: UnsafeMutablePointer<CChar>?
+        let sender: UnsafeMutablePointer<CChar>?
+        /// The current owner of `sender` when that is a tracked well-known name.
+        let senderOwner: CurrentOwner?
         init(
-            id: UInt64, rule: DBusMatchRule, state: DBusSubscriptionState,
+            id: UInt64, rule: DBusMatchRule, state: DBusSubscriptionState, senderOwner: CurrentOwner?,
             handler: @escaping @Sendable (DBusMessage) -> Void
         ) {
             self.id = id
             self.rule = rule
             self.state = state
+            self.senderOwner = senderOwner
             self.handler = handler
+            interface = rule.interface.map { strdup($0.rawValue) }
+            member = rule.member.map { strdup($0.rawValue) }
+            path = rule.path.map { strdup($0.rawValue) }
+            pathNamespace = rule.pathNamespace.map { strdup($0.rawValue) }
+            sender = rule.sender.map { strdup($0.rawValue) }
+        }
+
+        deinit {
+            for string in [interface, member, path, pathNamespace, sender] { free(string) }
         }
     }
 
@@ -53,6 +79,9 @@ struct SignalRouter {
     }
 
     private(set) var byPath: [ObjectPath: [Entry]] = [:]
+    /// Bit `n % 64` set when a key of `byPath` is `n` bytes long: a signal whose path has no
+    /// such length skips the dictionary (and making a Swift string of its path).
+    private(set) var byPathLengths: UInt64 = 0
     private(set) var unrouted: [Entry] = []
     /// Each distinct rule (by its bus syntax) and how many entries use it.
     private var ruleCounts: [String: (rule: DBusMatchRule, count: Int)] = [:]
@@ -60,11 +89,17 @@ struct SignalRouter {
 
     /// Adds an entry; returns its id and whether the bus needs an AddMatch for its rule.
     mutating func add(
-        _ rule: DBusMatchRule, state: DBusSubscriptionState, handler: @escaping @Sendable (DBusMessage) -> Void
+        _ rule: DBusMatchRule, state: DBusSubscriptionState, senderOwner: CurrentOwner? = nil,
+        handler: @escaping @Sendable (DBusMessage) -> Void
     ) -> (id: UInt64, isNewRule: Bool) {
         nextID += 1
-        let entry = Entry(id: nextID, rule: rule, state: state, handler: handler)
-        if let path = rule.path { byPath[path, default: []].append(entry) } else { unrouted.append(entry) }
+        let entry = Entry(id: nextID, rule: rule, state: state, senderOwner: senderOwner, handler: handler)
+        if let path = rule.path {
+            byPath[path, default: []].append(entry)
+            byPathLengths |= Self.lengthBit(path.rawValue.utf8.count)
+        } else {
+            unrouted.append(entry)
+        }
         let key = rule.description
         ruleCounts[key, default: (rule, 0)].count += 1
         return (nextID, ruleCounts[key]?.count == 1)
@@ -74,7 +109,10 @@ struct SignalRouter {
     mutating func remove(id: UInt64, rule: DBusMatchRule) -> DBusMatchRule? {
         if let path = rule.path {
             byPath[path]?.removeAll { $0.id == id }
-            if byPath[path]?.isEmpty == true { byPath[path] = nil }
+            if byPath[path]?.isEmpty == true {
+                byPath[path] = nil
+                byPathLengths = byPath.keys.reduce(0) { $0 | Self.lengthBit($1.rawValue.utf8.count) }
+            }
         } else {
             unrouted.removeAll { $0.id == id }
         }
@@ -90,9 +128,13 @@ struct SignalRouter {
 
     mutating func removeAll() {
         byPath.removeAll()
+        byPathLengths = 0
         unrouted.removeAll()
         ruleCounts.removeAll()
     }
+
+    /// The bit of `byPathLengths` for a path of `length` bytes.
+    static func lengthBit(_ length: Int) -> UInt64 { 1 << UInt64(length & 63) }
 
     /// How many distinct rules are registered (for tests of reference counting).
     var ruleCount: Int { ruleCounts.count }

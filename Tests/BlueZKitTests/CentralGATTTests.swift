@@ -156,6 +156,50 @@ final class RecordingPeripheralDelegate: PeripheralDelegate, @unchecked Sendable
         #expect(!heartRate.isNotifying)
     }
 
+    /// Values reach the characteristic the app subscribed to through every change of the
+    /// subscription and of the link (the engine remembers where a characteristic's values go,
+    /// and forgets it whenever its model changes).
+    @Test func notificationsFollowResubscriptionsAndNewLinks() async throws {
+        let (fixture, _, peripheral, delegate, measurement) = try await Self.connectedSensor()
+        defer { withExtendedLifetime(fixture) {} }
+        func subscribedHeartRate() async throws -> Characteristic {
+            peripheral.discoverServices([BluetoothUUID(0x180D)])
+            try await waitUntil("services") { delegate.events.last?.hasPrefix("services") == true }
+            let service = try #require(peripheral.services?.first)
+            peripheral.discoverCharacteristics([BluetoothUUID(0x2A37)], for: service)
+            try await waitUntil("characteristics") { delegate.events.last?.hasPrefix("characteristics") == true }
+            let heartRate = try #require(service.characteristics?.first)
+            peripheral.setNotifyValue(true, for: heartRate)
+            try await waitUntil("subscribed") { delegate.events.last == "notifying 2A37 true" }
+            return heartRate
+        }
+        func notify(_ byte: UInt8) async throws {
+            #expect(measurement.notify([0x00, byte]))
+            try await waitUntil("value \(byte)") { delegate.events.last?.hasPrefix("value 2A37 00") == true }
+        }
+        let first = try await subscribedHeartRate()
+        try await notify(1)
+        peripheral.setNotifyValue(false, for: first)
+        try await waitUntil("unsubscribed") { delegate.events.last == "notifying 2A37 false" }
+        peripheral.setNotifyValue(true, for: first)
+        try await waitUntil("subscribed again") { delegate.events.last == "notifying 2A37 true" }
+        try await notify(2)
+        #expect(first.value == Data([0x00, 0x02]))
+
+        // A new link: its values reach the characteristic discovered on it.
+        fixture.central.cancelPeripheralConnection(peripheral)
+        try await waitUntil("disconnected") { peripheral.state == .disconnected }
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected again") { peripheral.state == .connected }
+        let second = try await subscribedHeartRate()
+        try await notify(3)
+        #expect(second.value == Data([0x00, 0x03]))
+        #expect(
+            delegate.events.filter { $0.hasPrefix("value") } == [
+                "value 2A37 0001", "value 2A37 0002", "value 2A37 0003",
+            ])
+    }
+
     @Test func failsFastWhenNotConnected() async throws {
         let (fixture, _, peripheral, delegate, _) = try await Self.connectedSensor()
         peripheral.discoverServices([BluetoothUUID(0x180D)])

@@ -139,10 +139,41 @@ extension CentralEngine {
     }
 
     /// A `Value` change from bluetoothd: a notification when we subscribed with `StartNotify`.
-    func valueChanged(_ id: DeviceID, _ attribute: AttributeID, _ bytes: [UInt8]) {
-        guard let model = gatt[id], model.notifying.contains(attribute), model.notifySockets[attribute] == nil,
-            let characteristic = model.characteristics[attribute], let peripheral = peripherals[id]
-        else { return }
-        manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
+    ///
+    /// The hottest event of a subscribed central: one lookup in `notifyRoutes` once the first
+    /// value of the attribute found its characteristic and peripheral in the model.
+    func valueChanged(_ attribute: AttributeID, _ bytes: [UInt8]) {
+        let route: NotifyRoute
+        if let known = notifyRoutes[attribute] {
+            route = known
+        } else {
+            guard let id = attribute.device, let characteristic = gatt[id]?.startNotifyTarget(attribute),
+                let peripheral = peripherals[id]
+            else { return }
+            route = NotifyRoute(peripheral: peripheral, characteristic: characteristic)
+            notifyRoutes[attribute] = route
+        }
+        manager?.postNotification(Data(bytes), of: route.characteristic, from: route.peripheral)
+    }
+
+    /// The characteristic and peripheral a subscribed attribute's values go to.
+    struct NotifyRoute {
+        let peripheral: Peripheral
+        let characteristic: Characteristic
+    }
+
+    /// Empties `notifyRoutes`: called whenever `gatt` or `peripherals` changes, so that a route
+    /// is never older than the model it was read from.
+    func forgetNotifyRoutes() {
+        if !notifyRoutes.isEmpty { notifyRoutes.removeAll() }
+    }
+}
+
+extension CentralEngine.GattModel {
+    /// The characteristic a `Value` change of `attribute` notifies: one the app subscribed to
+    /// through `StartNotify` (not through a socket).
+    func startNotifyTarget(_ attribute: CentralEngine.AttributeID) -> Characteristic? {
+        guard notifySockets[attribute] == nil, notifying.contains(attribute) else { return nil }
+        return characteristics[attribute]
     }
 }

@@ -18,14 +18,17 @@ final class CentralEngine: @unchecked Sendable {
     private var lastState: ManagerState?
     /// The adapter's address as last reported.
     var adapterAddress: String { presence.adapterAddress }
-    var peripherals: [DeviceID: Peripheral] = [:]
+    var peripherals: [DeviceID: Peripheral] = [:] { didSet { forgetNotifyRoutes() } }
     var scan: ScanState?
     /// Counts the scans started, so that late events of a replaced one are told apart.
     var scanGeneration = 0
     /// The advertisement monitor of a passive scan (`CentralEngine+PassiveScan.swift`).
     var passiveScan: PassiveSession?
     var links: [DeviceID: Link] = [:]
-    var gatt: [DeviceID: GattModel] = [:]
+    var gatt: [DeviceID: GattModel] = [:] { didSet { forgetNotifyRoutes() } }
+    /// Where `StartNotify` values of each attribute go, as `gatt` and `peripherals` said when
+    /// the first one came (`CentralEngine+Notify.swift`); emptied whenever either changes.
+    var notifyRoutes: [AttributeID: NotifyRoute] = [:]
     var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
     var lastSeenRSSI: [DeviceID: Int16] = [:]
@@ -188,8 +191,8 @@ final class CentralEngine: @unchecked Sendable {
             forget(id)
         case .gattObjectsChanged(let id, let removed):
             gattObjectsChanged(id, removed: removed)
-        case .valueChanged(let id, let attribute, let bytes):
-            valueChanged(id, attribute, bytes)
+        case .valueChanged(let attribute, let bytes):
+            valueChanged(attribute, bytes)
         }
     }
 

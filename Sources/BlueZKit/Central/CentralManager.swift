@@ -319,6 +319,13 @@ public final class CentralManager: @unchecked Sendable {
         }
     }
 
+    /// Posts a notification that arrived on the bus queue (`StartNotify`'s `PropertiesChanged`):
+    /// what `post(.gatt(peripheral, .value(…)))` does, the same hop in the same order, without
+    /// the event's switch.
+    func postNotification(_ value: Data, of characteristic: Characteristic, from peripheral: Peripheral) {
+        queue.async { [self] in deliverNotification(value, of: characteristic, from: peripheral) }
+    }
+
     /// Delivers a notification that arrived on the queue itself (an `AcquireNotify` socket read
     /// there): the same as posting `.value`, without the hop. On `queue`.
     func deliverNotification(_ value: Data, of characteristic: Characteristic, from peripheral: Peripheral) {

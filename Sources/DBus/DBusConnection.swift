@@ -45,7 +45,7 @@ package final class DBusConnection: @unchecked Sendable {
 
     // Queue-confined state.
     var watches: [UnsafeMutableRawPointer: WatchSources] = [:]
-    var timers: [UnsafeMutableRawPointer: any DispatchSourceTimer] = [:]
+    var timeouts = TimeoutTable()
     var drainScheduled = false
     var pendingCalls: [ObjectIdentifier: PendingCall] = [:]
     var router = SignalRouter()

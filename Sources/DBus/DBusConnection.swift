@@ -47,7 +47,10 @@ package final class DBusConnection: @unchecked Sendable {
     var watches: [UnsafeMutableRawPointer: WatchSources] = [:]
     var timeouts = TimeoutTable()
     var drainScheduled = false
-    var pendingCalls: [ObjectIdentifier: PendingCall] = [:]
+    /// The calls libdbus holds for us, each knowing its index (`PendingCall.slot`).
+    var pendingCalls: [PendingCall] = []
+    /// Guards `PendingCall.reply` between the queue that stores it and the caller that takes it.
+    let replyLock = PosixMutex<Void>(())
     var router = SignalRouter()
     var objects = ObjectTree()
     var nameOwners: [BusName: TrackedName] = [:]
@@ -234,8 +237,7 @@ package final class DBusConnection: @unchecked Sendable {
         guard wasOpen || wasReconnecting else { return }
         lifecycle = .closed
         if wasOpen { dbus_connection_close(raw) }
-        for call in pendingCalls.values { call.finish(.failure(reason), connection: self) }
-        pendingCalls.removeAll()
+        failPendingCalls(reason)
         objects.removeAll()
         router.removeAll()
         for name in Array(nameOwners.keys) {

@@ -56,7 +56,12 @@ extension DBusConnection {
         }
     }
 
-    /// Sends a method call and waits for its reply, without blocking any thread.
+    /// Sends a method call and waits for its reply, suspended: no thread waits for the reply.
+    ///
+    /// Sending happens on the connection's queue: at once from a task on its executor; from
+    /// another connection's queue, in a block queued there; from anywhere else, in a block the
+    /// calling thread runs itself once the queue is free (`queue.sync`, briefly, as the queue's
+    /// blocks never wait) — one thread hand-off fewer per call than queueing it.
     ///
     /// - Returns: the method return.
     /// - Throws: the peer's error reply as a `DBusError` (its name and message
@@ -75,6 +80,12 @@ extension DBusConnection {
                 // A task on the connection's executor is on the queue already: send at once.
                 if self.isOnQueue {
                     self.startCall(message, timeout: timeout, call)
+                } else if !Self.isOnAnyConnectionQueue {
+                    // Send from this thread, as the reading thread reads (see `DBusReadWatchThread`):
+                    // on an idle queue libdispatch runs the block here, with no thread to wake, and
+                    // the queue's blocks never wait, so neither does this for long. Not from another
+                    // connection's queue: two queues waiting for each other would deadlock.
+                    queue.sync { self.startCall(message, timeout: timeout, call) }
                 } else {
                     queue.async { self.startCall(message, timeout: timeout, call) }
                 }

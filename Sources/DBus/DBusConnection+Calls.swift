@@ -38,10 +38,11 @@ extension DBusConnection {
             self.completion = completion
         }
 
-        /// Resumes the caller once and releases the libdbus pending call.
-        func finish(_ result: Result<DBusMessage, DBusError>, connection: DBusConnection) {
+        /// Resumes the caller once and releases the libdbus pending call (cancelling it first
+        /// unless it `completed`: libdbus has let go of a completed one already).
+        func finish(_ result: Result<DBusMessage, DBusError>, connection: DBusConnection, completed: Bool = false) {
             if let pending {
-                dbus_pending_call_cancel(pending)
+                if !completed { dbus_pending_call_cancel(pending) }
                 dbus_pending_call_unref(pending)
                 self.pending = nil
             }
@@ -195,7 +196,7 @@ extension DBusConnection {
     private func completeCall(_ call: PendingCall, _ pending: OpaquePointer) {
         guard removePendingCall(call) else { return }
         guard let reply = dbus_pending_call_steal_reply(pending) else {
-            return call.finish(.failure(DBusError(.noReply, "no reply")), connection: self)
+            return call.finish(.failure(DBusError(.noReply, "no reply")), connection: self, completed: true)
         }
         let message = DBusMessage(owning: reply)
         if message.kind == .error, var error = message.error {
@@ -206,9 +207,9 @@ extension DBusConnection {
                     ? DBusError(.timeout, "no reply within the timeout")
                     : DBusError(.disconnected, "the connection closed before the reply")
             }
-            call.finish(.failure(error), connection: self)
+            call.finish(.failure(error), connection: self, completed: true)
         } else {
-            call.finish(.success(message), connection: self)
+            call.finish(.success(message), connection: self, completed: true)
         }
     }
 

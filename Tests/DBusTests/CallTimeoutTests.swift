@@ -15,7 +15,9 @@ struct CallTimeoutTests {
     /// armed for; each times out no earlier than its own timeout, the shortest long before the longest.
     @Test func eachCallTimesOutAtItsOwnDeadline() async throws {
         let fixture = try await Fixture()
-        let timeouts: [Duration] = [.seconds(3), .milliseconds(900), .milliseconds(300)]
+        // The longest is scaled (TestTime): the two waits before the shortest starts must not
+        // bring its deadline near the longest's, even under ThreadSanitizer on a loaded machine.
+        let timeouts: [Duration] = [TestTime.scaled(.seconds(3)), .milliseconds(900), .milliseconds(300)]
         let finished = Collected<Int>()
         var tasks: [Task<Duration, any Error>] = []
         for (index, timeout) in timeouts.enumerated() {
@@ -29,7 +31,7 @@ struct CallTimeoutTests {
         }
         let shortest = try await tasks[2].value
         #expect(shortest >= timeouts[2] && shortest < timeouts[0], "the 300 ms call took \(shortest)")
-        #expect(!finished.values.contains(0), "the 3 s call ended with the 300 ms one")
+        #expect(!finished.values.contains(0), "the longest call ended with the 300 ms one")
         for (index, task) in tasks.enumerated() {
             let took = try await task.value
             #expect(took >= timeouts[index], "call \(index) timed out after \(took), before its \(timeouts[index])")
@@ -41,8 +43,10 @@ struct CallTimeoutTests {
     /// waiting call keeps waiting (its own timeout far away) and gets its reply.
     @Test func aCancelledCallIsNeverTimedOutLater() async throws {
         let fixture = try await Fixture()
+        // Long enough (scaled, TestTime) for the cancellation to come first, even under load.
+        let short = TestTime.scaled(.seconds(1))
         let cancelled = Task { () async throws(DBusError) -> [DBusValue] in
-            try await fixture.call("Hold", [.uint32(1)], timeout: .milliseconds(300))
+            try await fixture.call("Hold", [.uint32(1)], timeout: short)
         }
         try await waitUntil("the server holds the first call") { fixture.held.count == 1 }
         cancelled.cancel()
@@ -52,10 +56,10 @@ struct CallTimeoutTests {
         let waiting = Task { try await fixture.call("Hold", [.uint32(2)], timeout: .seconds(30)) }
         try await waitUntil("the server holds the waiting call") { fixture.held.count == 2 }
         // An answered call with a short timeout, too.
-        #expect(try await fixture.call("Add", [.int32(1), .int32(2)], timeout: .milliseconds(300)) == [.int32(3)])
+        #expect(try await fixture.call("Add", [.int32(1), .int32(2)], timeout: short) == [.int32(3)])
         // This one's deadline comes after both: by then the timer has fired at theirs.
-        let took = try await MethodCallTests.timedOut(fixture, id: 3, after: .milliseconds(700))
-        #expect(took >= .milliseconds(700))
+        let took = try await MethodCallTests.timedOut(fixture, id: 3, after: short + .milliseconds(400))
+        #expect(took >= short + .milliseconds(400))
         fixture.held.values[1].reply([.string("still here")])
         #expect(try await waiting.value == [.string("still here")])
     }

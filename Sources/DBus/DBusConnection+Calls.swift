@@ -6,33 +6,63 @@ extension DBusConnection {
     /// The default time a method call may take before it fails with `timeout`.
     package static let defaultCallTimeout: Duration = .seconds(25)
 
-    /// One method call waiting for its reply. Queue-confined.
-    final class PendingCall {
+    /// One method call, from the moment it is made until its reply (or error) is handed over:
+    /// what libdbus holds for it, its place among the connection's pending calls, and who waits.
+    ///
+    /// `@unchecked Sendable`: made by the caller and handed to the queue (by `queue.async` or
+    /// on it already), every property is touched only on the connection's queue from then on —
+    /// except `reply`, which is written on the queue and read by the caller only under the
+    /// connection's `replyLock`. One object per call, with no lock of its own: the round trip
+    /// is the D-Bus layer's hottest path (`Scripts/benchmark-dbus --only roundtrip`).
+    final class PendingCall: @unchecked Sendable {
         var pending: OpaquePointer?
-        /// The call's identity, kept alive while it is pending: `pendingCalls` is keyed by its
-        /// `ObjectIdentifier`, which a freed `CallID` would hand to the next one.
-        var id: CallID?
-        var completion: ((Result<DBusMessage, DBusError>) -> Void)?
+        /// Its index in `pendingCalls` while libdbus holds it, -1 otherwise.
+        var slot = -1
         var cancelled = false
+        /// Who waits: a suspended `call` (resumed after `reply` is stored) or a completion
+        /// (`callInOrder`, the calls the connection makes itself), run on the queue.
+        var continuation: UnsafeContinuation<Void, Never>?
+        var completion: ((Result<DBusMessage, DBusError>) -> Void)?
+        /// The result for a suspended `call`; under the connection's `replyLock`.
+        ///
+        /// Not through the continuation, for ThreadSanitizer: when the reply comes before the
+        /// caller has suspended, the runtime's `swift_continuation_await` sees it already resumed
+        /// and goes on without telling TSan (its acquire is in the uninstrumented runtime), so TSan
+        /// reported the message built on the reading thread and read by the caller as a race.
+        /// A `PosixMutex`, whose lock and unlock TSan follows.
+        var reply: Result<DBusMessage, DBusError>?
+        /// For libdbus's notify function, which has only this object.
+        weak var connection: DBusConnection?
 
-        init(_ completion: @escaping (Result<DBusMessage, DBusError>) -> Void) {
+        init(completion: ((Result<DBusMessage, DBusError>) -> Void)? = nil) {
             self.completion = completion
         }
 
-        /// Resumes the caller once and releases the libdbus pending call.
-        func finish(_ result: Result<DBusMessage, DBusError>, connection: DBusConnection) {
+        /// Resumes the caller once and releases the libdbus pending call (cancelling it first
+        /// unless it `completed`: libdbus has let go of a completed one already).
+        func finish(_ result: Result<DBusMessage, DBusError>, connection: DBusConnection, completed: Bool = false) {
             if let pending {
-                dbus_pending_call_cancel(pending)
+                if !completed { dbus_pending_call_cancel(pending) }
                 dbus_pending_call_unref(pending)
                 self.pending = nil
             }
-            let completion = self.completion
-            self.completion = nil
-            completion?(result)
+            if let continuation {
+                self.continuation = nil
+                connection.replyLock.withLock { _ in reply = result }
+                continuation.resume()
+            } else if let completion {
+                self.completion = nil
+                completion(result)
+            }
         }
     }
 
-    /// Sends a method call and waits for its reply, without blocking any thread.
+    /// Sends a method call and waits for its reply, suspended: no thread waits for the reply.
+    ///
+    /// Sending happens on the connection's queue: at once from a task on its executor; from
+    /// another connection's queue, in a block queued there; from anywhere else, in a block the
+    /// calling thread runs itself once the queue is free (`queue.sync`, briefly, as the queue's
+    /// blocks never wait) — one thread hand-off fewer per call than queueing it.
     ///
     /// - Returns: the method return.
     /// - Throws: the peer's error reply as a `DBusError` (its name and message
@@ -43,26 +73,28 @@ extension DBusConnection {
     package func call(_ message: DBusMessage, timeout: Duration = defaultCallTimeout) async throws(DBusError)
         -> DBusMessage
     {
-        let id = CallID()
+        let call = PendingCall()
         await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let start: @Sendable () -> Void = {
-                    self.startCall(message, timeout: timeout, id: id) { result in
-                        id.reply.withLock { $0 = result }
-                        continuation.resume()
-                    }
-                }
+            // Unsafe, not checked: `finish` resumes once, and a checked one costs an allocation.
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+                call.continuation = continuation
                 // A task on the connection's executor is on the queue already: send at once.
                 if self.isOnQueue {
-                    start()
+                    self.startCall(message, timeout: timeout, call)
+                } else if !Self.isOnAnyConnectionQueue {
+                    // Send from this thread, as the reading thread reads (see `DBusReadWatchThread`):
+                    // on an idle queue libdispatch runs the block here, with no thread to wake, and
+                    // the queue's blocks never wait, so neither does this for long. Not from another
+                    // connection's queue: two queues waiting for each other would deadlock.
+                    queue.sync { self.startCall(message, timeout: timeout, call) }
                 } else {
-                    queue.async(execute: start)
+                    queue.async { self.startCall(message, timeout: timeout, call) }
                 }
             }
         } onCancel: {
-            queue.async { self.cancelCall(id) }
+            queue.async { self.cancelCall(call) }
         }
-        guard let result = id.reply.withLock({ $0.take() }) else {
+        guard let result = replyLock.withLock({ _ in call.reply.take() }) else {
             preconditionFailure("a call resumed without its reply")
         }
         return try result.get()
@@ -78,7 +110,7 @@ extension DBusConnection {
         completion: @escaping @Sendable (Result<DBusMessage, DBusError>) -> Void
     ) {
         dispatchPrecondition(condition: .onQueue(queue))
-        startCall(message, timeout: timeout, id: CallID(), completion)
+        startCall(message, timeout: timeout, PendingCall(completion: completion))
     }
 
     /// Convenience: a method call built and sent in one step; returns the reply's arguments.
@@ -91,26 +123,9 @@ extension DBusConnection {
         return try await call(message, timeout: timeout).arguments()
     }
 
-    /// Identifies one `call` between its start and its cancellation handler, and carries its
-    /// reply back to the caller. `cancelled` is touched only on the connection's queue.
-    final class CallID: @unchecked Sendable {
-        var cancelled = false
-        /// The reply, stored on the queue before the caller is resumed and taken by the caller.
-        ///
-        /// Not through the continuation, for ThreadSanitizer: when the reply comes before the
-        /// caller has suspended, the runtime's `swift_continuation_await` sees it already resumed
-        /// and goes on without telling TSan (its acquire is in the uninstrumented runtime), so TSan
-        /// reported the message built on the reading thread and read by the caller as a race.
-        /// A `PosixMutex`, whose lock and unlock TSan follows.
-        let reply = PosixMutex<Result<DBusMessage, DBusError>?>(nil)
-    }
-
-    func startCall(
-        _ message: DBusMessage, timeout: Duration, id: CallID,
-        _ completion: @escaping (Result<DBusMessage, DBusError>) -> Void
-    ) {
-        let call = PendingCall(completion)
-        if id.cancelled {
+    /// Sends `message` for `call`, which waits until its reply, error, timeout or cancellation.
+    func startCall(_ message: DBusMessage, timeout: Duration, _ call: PendingCall) {
+        if call.cancelled {
             return call.finish(.failure(DBusError(.cancelled, "the call was cancelled")), connection: self)
         }
         guard isOpen else {
@@ -129,45 +144,59 @@ extension DBusConnection {
             return call.finish(.failure(reason), connection: self)
         }
         call.pending = pending
-        call.id = id
-        let key = ObjectIdentifier(id)
-        pendingCalls[key] = call
-        let box = Unmanaged.passRetained(PendingCallContext(connection: self, key: key)).toOpaque()
+        call.connection = self
+        call.slot = pendingCalls.count
+        pendingCalls.append(call)
+        let box = Unmanaged.passRetained(call).toOpaque()
         let installed = dbus_pending_call_set_notify(
             pending,
             { pending, data in
                 guard let pending, let data else { return }
-                let context = Unmanaged<PendingCallContext>.fromOpaque(data).takeUnretainedValue()
-                context.connection?.completeCall(context.key, pending)
+                let call = Unmanaged<PendingCall>.fromOpaque(data).takeUnretainedValue()
+                call.connection?.completeCall(call, pending)
             },
             box,
             { data in
                 guard let data else { return }
-                Unmanaged<PendingCallContext>.fromOpaque(data).release()
+                Unmanaged<PendingCall>.fromOpaque(data).release()
             })
         if installed == 0 {
-            Unmanaged<PendingCallContext>.fromOpaque(box).release()
-            pendingCalls[key] = nil
+            Unmanaged<PendingCall>.fromOpaque(box).release()
+            removePendingCall(call)
             call.finish(.failure(DBusError(.noMemory, "cannot watch the pending call")), connection: self)
         } else if dbus_pending_call_get_completed(pending) != 0 {
-            completeCall(key, pending)
+            completeCall(call, pending)
         }
     }
 
-    /// What the C notify callback needs to find the call again.
-    final class PendingCallContext {
-        weak var connection: DBusConnection?
-        let key: ObjectIdentifier
-        init(connection: DBusConnection, key: ObjectIdentifier) {
-            self.connection = connection
-            self.key = key
+    /// Takes `call` out of `pendingCalls` (the last one takes its place); false if it was not there.
+    @discardableResult
+    private func removePendingCall(_ call: PendingCall) -> Bool {
+        let slot = call.slot
+        guard slot >= 0 else { return false }
+        let last = pendingCalls.removeLast()
+        if last !== call {
+            pendingCalls[slot] = last
+            last.slot = slot
+        }
+        call.slot = -1
+        return true
+    }
+
+    /// Fails every pending call with `reason` (the connection closed or was lost).
+    func failPendingCalls(_ reason: DBusError) {
+        let calls = pendingCalls
+        pendingCalls.removeAll()
+        for call in calls {
+            call.slot = -1
+            call.finish(.failure(reason), connection: self)
         }
     }
 
-    private func completeCall(_ key: ObjectIdentifier, _ pending: OpaquePointer) {
-        guard let call = pendingCalls.removeValue(forKey: key) else { return }
+    private func completeCall(_ call: PendingCall, _ pending: OpaquePointer) {
+        guard removePendingCall(call) else { return }
         guard let reply = dbus_pending_call_steal_reply(pending) else {
-            return call.finish(.failure(DBusError(.noReply, "no reply")), connection: self)
+            return call.finish(.failure(DBusError(.noReply, "no reply")), connection: self, completed: true)
         }
         let message = DBusMessage(owning: reply)
         if message.kind == .error, var error = message.error {
@@ -178,15 +207,15 @@ extension DBusConnection {
                     ? DBusError(.timeout, "no reply within the timeout")
                     : DBusError(.disconnected, "the connection closed before the reply")
             }
-            call.finish(.failure(error), connection: self)
+            call.finish(.failure(error), connection: self, completed: true)
         } else {
-            call.finish(.success(message), connection: self)
+            call.finish(.success(message), connection: self, completed: true)
         }
     }
 
-    private func cancelCall(_ id: CallID) {
-        id.cancelled = true
-        if let call = pendingCalls.removeValue(forKey: ObjectIdentifier(id)) {
+    private func cancelCall(_ call: PendingCall) {
+        call.cancelled = true
+        if removePendingCall(call) {
             call.finish(.failure(DBusError(.cancelled, "the call was cancelled")), connection: self)
         }
     }

@@ -7,8 +7,8 @@ import Dispatch
 
 /// The main loop, modelled on BlueZ's `gdbus/mainloop.c`: a libdbus read watch becomes a
 /// thread of its own that handles it inside `queue.sync` (``DBusReadWatchThread``), a write
-/// watch a dispatch write source, libdbus timeouts dispatch timers,
-/// and the dispatch-status callback only schedules a drain on the queue —
+/// watch a dispatch write source, libdbus timeouts one dispatch timer for them all
+/// (`DBusConnection+Timeouts.swift`), and the dispatch-status callback only schedules a drain on the queue —
 /// never dispatching inside a libdbus callback.
 ///
 /// libdbus calls the watch and timeout functions while it holds the
@@ -86,8 +86,7 @@ extension DBusConnection {
         dbus_connection_set_dispatch_status_function(raw, nil, nil, nil)
         dbus_connection_set_wakeup_main_function(raw, nil, nil, nil)
         for key in Array(watches.keys) { cancel(watches.removeValue(forKey: key)!) }
-        for timer in timers.values { timer.cancel() }
-        timers.removeAll()
+        removeAllTimeouts()
     }
 
     /// Asks for one drain of the incoming queue; coalesces repeated requests.
@@ -162,7 +161,20 @@ extension DBusConnection {
     private func handleWatch(_ key: UnsafeMutableRawPointer, _ watch: OpaquePointer, _ condition: UInt32) {
         // The watch may have been removed or disabled while this event was on its way.
         guard watches[key] != nil, dbus_watch_get_enabled(watch) != 0 else { return }
-        _ = dbus_watch_handle(watch, condition)
+        handleThenDrain { _ = dbus_watch_handle(watch, condition) }
+    }
+
+    /// Runs `handle` (a libdbus watch or timeout handler), then drains the incoming queue.
+    ///
+    /// The handler queues what it read, and libdbus then asks for a drain (the dispatch-status
+    /// callback): since one follows at once, that request is taken as made, saving a block on
+    /// the queue (a hop to a worker thread) that would find nothing left to dispatch.
+    func handleThenDrain(_ handle: () -> Void) {
+        let requested = drainRequested.exchange(true, ordering: .acquiringAndReleasing)
+        handle()
+        // A request made meanwhile (from any thread) is served by the drain below; one made
+        // before is still queued, and clears the flag itself.
+        if !requested { drainRequested.store(false, ordering: .releasing) }
         drain()
     }
 
@@ -189,27 +201,5 @@ extension DBusConnection {
             write.cancel()
             if !sources.writeRunning { write.resume() }
         }
-    }
-
-    // MARK: Timeouts
-
-    private func updateTimeout(_ timeout: OpaquePointer) {
-        let key = UnsafeMutableRawPointer(timeout)
-        timers.removeValue(forKey: key)?.cancel()
-        guard dbus_timeout_get_enabled(timeout) != 0 else { return }
-        let interval = max(1, Int(dbus_timeout_get_interval(timeout)))
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + .milliseconds(interval), repeating: .milliseconds(interval))
-        timer.setEventHandler { [weak self] in
-            guard let self, self.timers[key] != nil else { return }
-            _ = dbus_timeout_handle(timeout)
-            self.drain()
-        }
-        timers[key] = timer
-        timer.resume()
-    }
-
-    private func removeTimeout(_ timeout: OpaquePointer) {
-        timers.removeValue(forKey: UnsafeMutableRawPointer(timeout))?.cancel()
     }
 }

@@ -70,9 +70,7 @@ extension DBusConnection {
         DBusLog.warning("lost the bus (\(reason.message)); connecting again")
         dbus_connection_close(raw)
         removeMainLoop()
-        let calls = Array(pendingCalls.values)
-        pendingCalls.removeAll()
-        for call in calls { call.finish(.failure(reason), connection: self) }
+        failPendingCalls(reason)
         restoringOwners = nil
         let failed = reconnectFailures
         lifecycle = .reconnecting(failedAttempts: failed)
@@ -207,7 +205,7 @@ extension DBusConnection {
         do throws(DBusError) {
             let message = try DBusMessage.methodCall(
                 destination: .bus, path: Self.busPath, interface: .bus, member: member, arguments: arguments)
-            startCall(message, timeout: Self.defaultCallTimeout, id: CallID(), completion)
+            startCall(message, timeout: Self.defaultCallTimeout, PendingCall(completion: completion))
         } catch {
             completion(.failure(error))
         }

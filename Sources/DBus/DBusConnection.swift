@@ -45,9 +45,12 @@ package final class DBusConnection: @unchecked Sendable {
 
     // Queue-confined state.
     var watches: [UnsafeMutableRawPointer: WatchSources] = [:]
-    var timers: [UnsafeMutableRawPointer: any DispatchSourceTimer] = [:]
+    var timeouts = TimeoutTable()
     var drainScheduled = false
-    var pendingCalls: [ObjectIdentifier: PendingCall] = [:]
+    /// The calls libdbus holds for us, each knowing its index (`PendingCall.slot`).
+    var pendingCalls: [PendingCall] = []
+    /// Guards `PendingCall.reply` between the queue that stores it and the caller that takes it.
+    let replyLock = PosixMutex<Void>(())
     var router = SignalRouter()
     var objects = ObjectTree()
     var nameOwners: [BusName: TrackedName] = [:]
@@ -190,6 +193,9 @@ package final class DBusConnection: @unchecked Sendable {
     /// Whether the caller runs on `queue`.
     var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }
 
+    /// Whether the caller runs on the queue of any connection (this one or another).
+    static var isOnAnyConnectionQueue: Bool { DispatchQueue.getSpecific(key: queueKey) != nil }
+
     /// Runs `body` on `queue` and waits for it; runs it directly when already there.
     func onQueueThrowing<T>(_ body: () throws(DBusError) -> T) throws(DBusError) -> T {
         if isOnQueue { return try body() }
@@ -240,8 +246,7 @@ package final class DBusConnection: @unchecked Sendable {
         guard wasOpen || wasReconnecting else { return }
         lifecycle = .closed
         if wasOpen { dbus_connection_close(raw) }
-        for call in pendingCalls.values { call.finish(.failure(reason), connection: self) }
-        pendingCalls.removeAll()
+        failPendingCalls(reason)
         objects.removeAll()
         router.removeAll()
         for name in Array(nameOwners.keys) {

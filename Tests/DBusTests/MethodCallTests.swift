@@ -235,4 +235,30 @@ import Testing
         fixture.held.values[0].reply([.string("done")])
         #expect(try await pending.value == [.string("done")])
     }
+
+    /// Calls from every kind of thread: a task on the global executor (sends from its own thread),
+    /// one on the connection's executor (sends at once), and ones on another connection's executor
+    /// calling across both ways at the same time (hand the send to the queue: waiting for it there
+    /// could deadlock the two queues).
+    @Test(.timeLimit(.minutes(1))) func callsFromAnyExecutorCrossingConnectionsComplete() async throws {
+        let bus = try TestBus()
+        let first = try await bus.connect("first")
+        let second = try await bus.connect("second")
+        try await first.exportEcho()
+        try await second.exportEcho()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<200 {
+                let value = DBusValue.int32(Int32(index))
+                let (caller, target) = index.isMultiple(of: 2) ? (first, second) : (second, first)
+                let check: @Sendable () async throws -> Void = {
+                    let reply = try await caller.echo([value], via: target)
+                    #expect(reply == [value])
+                }
+                group.addTask(executorPreference: target.executor, operation: check)
+                group.addTask(executorPreference: caller.executor, operation: check)
+                group.addTask(operation: check)
+            }
+            try await group.waitForAll()
+        }
+    }
 }

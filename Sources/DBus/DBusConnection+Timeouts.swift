@@ -1,0 +1,100 @@
+internal import CDBus
+import Dispatch
+
+/// libdbus's timeouts — one per pending call, each with its own interval — served by one
+/// dispatch timer per connection, armed for the earliest deadline.
+///
+/// A dispatch timer per timeout cost every method call a source made, scheduled, resumed,
+/// cancelled and disposed of (about a tenth of the client's instructions per round trip). Here
+/// adding a timeout records its deadline and re-arms the timer only when that deadline comes
+/// before the one it is armed for; removing one only forgets it (the timer, if it fires for
+/// nothing, arms itself for the earliest deadline left). When it fires, every timeout whose
+/// deadline has passed is handled, in one go, then the incoming queue is drained.
+///
+/// Queue-confined, like the rest of the main loop: libdbus adds, toggles and removes timeouts
+/// from calls made on the queue (holding its lock, so these only touch our table and timer).
+extension DBusConnection {
+    /// One enabled libdbus timeout.
+    struct TimeoutEntry {
+        let timeout: OpaquePointer
+        /// When it fires next (`DispatchTime.uptimeNanoseconds`).
+        var deadline: UInt64
+        /// libdbus's interval, in nanoseconds: a timeout fires again each interval until removed.
+        let interval: UInt64
+    }
+
+    /// The connection's timeouts and their one timer. Queue-confined.
+    struct TimeoutTable {
+        var entries: [UnsafeMutableRawPointer: TimeoutEntry] = [:]
+        /// Created on first use; cancelled with the main loop.
+        var timer: (any DispatchSourceTimer)?
+        /// The deadline the timer is armed for, `UInt64.max` when it is not.
+        var armedDeadline = UInt64.max
+    }
+
+    /// libdbus added or toggled `timeout`: (re)starts its interval from now, or forgets it when
+    /// it is disabled.
+    func updateTimeout(_ timeout: OpaquePointer) {
+        let key = UnsafeMutableRawPointer(timeout)
+        guard dbus_timeout_get_enabled(timeout) != 0 else {
+            timeouts.entries[key] = nil
+            return
+        }
+        let interval = UInt64(max(1, dbus_timeout_get_interval(timeout))) * 1_000_000
+        let deadline = DispatchTime.now().uptimeNanoseconds &+ interval
+        timeouts.entries[key] = TimeoutEntry(timeout: timeout, deadline: deadline, interval: interval)
+        if deadline < timeouts.armedDeadline { armTimeoutTimer(at: deadline) }
+    }
+
+    /// libdbus removed `timeout` (its call was answered, cancelled or timed out).
+    func removeTimeout(_ timeout: OpaquePointer) {
+        timeouts.entries[UnsafeMutableRawPointer(timeout)] = nil
+    }
+
+    /// Forgets every timeout and cancels the timer (the main loop is going away).
+    func removeAllTimeouts() {
+        timeouts.timer?.cancel()
+        timeouts = TimeoutTable()
+    }
+
+    private func armTimeoutTimer(at deadline: UInt64) {
+        let timer: any DispatchSourceTimer
+        if let existing = timeouts.timer {
+            timer = existing
+        } else {
+            timer = DispatchSource.makeTimerSource(queue: queue)
+            timer.setEventHandler { [weak self] in self?.timeoutTimerFired() }
+            timeouts.timer = timer
+            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
+            timer.resume()
+            timeouts.armedDeadline = deadline
+            return
+        }
+        timer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
+        timeouts.armedDeadline = deadline
+    }
+
+    /// Handles every timeout that is due, drains, and arms the timer for the earliest one left.
+    private func timeoutTimerFired() {
+        timeouts.armedDeadline = .max
+        let now = DispatchTime.now().uptimeNanoseconds
+        let due = timeouts.entries.filter { $0.value.deadline <= now }
+        if !due.isEmpty {
+            // Each fires again an interval later unless libdbus removes it (a pending call's does).
+            for (key, entry) in due { timeouts.entries[key]?.deadline = now &+ entry.interval }
+            handleThenDrain {
+                for (key, entry) in due.sorted(by: { $0.value.deadline < $1.value.deadline }) {
+                    // Handling one may remove another (or this one was removed meanwhile).
+                    guard timeouts.entries[key]?.timeout == entry.timeout else { continue }
+                    _ = dbus_timeout_handle(entry.timeout)
+                }
+            }
+        }
+        // Unless the main loop went away meanwhile (the table is then empty, the timer gone).
+        if timeouts.timer != nil, let next = timeouts.entries.values.lazy.map(\.deadline).min(),
+            next < timeouts.armedDeadline
+        {
+            armTimeoutTimer(at: next)
+        }
+    }
+}

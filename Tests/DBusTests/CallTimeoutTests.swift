@@ -1,0 +1,94 @@
+import TestSupport
+import Testing
+
+@testable import DBus
+
+/// The timeouts of method calls, which all share one timer per connection
+/// (`DBusConnection+Timeouts.swift`): each call times out at its own deadline, never earlier;
+/// a call that ended (answered or cancelled) is never timed out later; the timer works again
+/// after the connection comes back from a bus restart. See also `MethodCallTests`.
+@Suite(.timeLimit(.minutes(1)))
+struct CallTimeoutTests {
+    typealias Fixture = MethodCallTests.Fixture
+
+    /// Started longest first, so each later call's deadline comes before the one the timer is
+    /// armed for; each times out no earlier than its own timeout, the shortest long before the longest.
+    @Test func eachCallTimesOutAtItsOwnDeadline() async throws {
+        let fixture = try await Fixture()
+        // The longest is scaled (TestTime): the two waits before the shortest starts must not
+        // bring its deadline near the longest's, even under ThreadSanitizer on a loaded machine.
+        let timeouts: [Duration] = [TestTime.scaled(.seconds(3)), .milliseconds(900), .milliseconds(300)]
+        let finished = Collected<Int>()
+        var tasks: [Task<Duration, any Error>] = []
+        for (index, timeout) in timeouts.enumerated() {
+            tasks.append(
+                Task {
+                    let took = try await MethodCallTests.timedOut(fixture, id: UInt32(index), after: timeout)
+                    finished.append(index)
+                    return took
+                })
+            try await waitUntil("the server holds call \(index)") { fixture.held.count == index + 1 }
+        }
+        let shortest = try await tasks[2].value
+        #expect(shortest >= timeouts[2] && shortest < timeouts[0], "the 300 ms call took \(shortest)")
+        #expect(!finished.values.contains(0), "the longest call ended with the 300 ms one")
+        for (index, task) in tasks.enumerated() {
+            let took = try await task.value
+            #expect(took >= timeouts[index], "call \(index) timed out after \(took), before its \(timeouts[index])")
+        }
+        #expect(fixture.held.values.allSatisfy { !$0.isAnswered })
+    }
+
+    /// A cancelled call's deadline passes while another call waits: nothing fires for it, the
+    /// waiting call keeps waiting (its own timeout far away) and gets its reply.
+    @Test func aCancelledCallIsNeverTimedOutLater() async throws {
+        let fixture = try await Fixture()
+        // Long enough (scaled, TestTime) for the cancellation to come first, even under load.
+        let short = TestTime.scaled(.seconds(1))
+        let cancelled = Task { () async throws(DBusError) -> [DBusValue] in
+            try await fixture.call("Hold", [.uint32(1)], timeout: short)
+        }
+        try await waitUntil("the server holds the first call") { fixture.held.count == 1 }
+        cancelled.cancel()
+        let error = await #expect(throws: DBusError.self) { try await cancelled.value }
+        #expect(error?.code == .cancelled)
+
+        let waiting = Task { try await fixture.call("Hold", [.uint32(2)], timeout: .seconds(30)) }
+        try await waitUntil("the server holds the waiting call") { fixture.held.count == 2 }
+        // An answered call with a short timeout, too.
+        #expect(try await fixture.call("Add", [.int32(1), .int32(2)], timeout: short) == [.int32(3)])
+        // This one's deadline comes after both: by then the timer has fired at theirs.
+        let took = try await MethodCallTests.timedOut(fixture, id: 3, after: short + .milliseconds(400))
+        #expect(took >= short + .milliseconds(400))
+        fixture.held.values[1].reply([.string("still here")])
+        #expect(try await waiting.value == [.string("still here")])
+    }
+
+    /// Calls made on the connection a restarted bus gave back still time out.
+    @Test func callsTimeOutAfterTheConnectionCameBack() async throws {
+        let bus = try TestBus()
+        let connection = try await DBusConnection.open(
+            address: bus.daemon.address, label: "reconnecting", reconnect: ReconnectTests.quickly)
+        defer { connection.close() }
+        let lost = Collected<Bool>()
+        connection.onLifecycleEvent { event in
+            if case .lost = event { lost.append(true) }
+        }
+        try bus.daemon.restart()
+        try await waitUntil("the connection is back") { lost.count == 1 && connection.isOpen }
+        let server = try await bus.connect("server")
+        defer { server.close() }
+        let held = Collected<DBusMethodInvocation>()
+        try await server.export(
+            [DBusInterface(testInterface, methods: [DBusMethod("Hold") { held.append($0) }])], at: path("/hold"))
+        let start = ContinuousClock.now
+        let error = await #expect(throws: DBusError.self) {
+            try await connection.call(
+                destination: server.uniqueName, path: path("/hold"), interface: testInterface, member: "Hold",
+                timeout: .milliseconds(300))
+        }
+        #expect(error?.code == .timeout)
+        #expect(ContinuousClock.now - start >= .milliseconds(300))
+        #expect(held.count == 1)
+    }
+}

@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "BlueZKitTesting", targets: ["BlueZKitTesting"]),
         .executable(name: "heart-rate-peripheral", targets: ["HeartRatePeripheral"]),
         .executable(name: "heart-rate-central", targets: ["HeartRateCentral"]),
+        .executable(name: "uart-bridge", targets: ["UARTBridge"]),
     ],
     targets: [
         .systemLibrary(
@@ -106,6 +107,12 @@ let package = Package(
             path: "Benchmarks/NotifySocketBenchmark",
             swiftSettings: strictSettings
         ),
+        .executableTarget(
+            name: "PeripheralUpdateBenchmark",
+            dependencies: ["BlueZKit", "BlueZKitTesting"],
+            path: "Benchmarks/PeripheralUpdateBenchmark",
+            swiftSettings: strictSettings
+        ),
         // The statistics and the JSON of Scripts/benchmark and Scripts/benchmark-dbus.
         .executableTarget(
             name: "BenchmarkReport",
@@ -155,6 +162,20 @@ let package = Package(
             path: "Examples/HeartRateCentral",
             swiftSettings: strictSettings
         ),
+        // The third example: a Nordic UART Service bridge (both roles in one program) and the
+        // pattern, echo check and throughput it measures with.
+        .target(
+            name: "UARTProfile",
+            dependencies: ["BlueZKit", "HeartRateProfile"],
+            path: "Examples/UARTProfile",
+            swiftSettings: strictSettings
+        ),
+        .executableTarget(
+            name: "UARTBridge",
+            dependencies: ["BlueZKit", "HeartRateProfile", "UARTProfile"],
+            path: "Examples/UARTBridge",
+            swiftSettings: strictSettings
+        ),
         .target(
             name: "TestSupport",
             dependencies: ["Locking"],
@@ -163,7 +184,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["HeartRateProfile", "BlueZKit", "BlueZKitTesting", "TestSupport"],
+            dependencies: ["HeartRateProfile", "UARTProfile", "BlueZKit", "BlueZKitTesting", "TestSupport"],
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -212,8 +212,8 @@ package final class BlueZGattApplication: Sendable {
     /// connection's queue for each of those calls from now on; nil leaves them to a debug log.
     package func notify(_ id: CharacteristicID, value: [UInt8], onConfirm: (@Sendable () -> Void)? = nil) {
         confirmations.handlers.withLock { $0[id.path] = onConfirm }
-        connection.emitPropertiesChanged(
-            path: id.path, interface: BlueZNames.gattCharacteristic, changed: ["Value": .bytes(value)],
+        connection.emitBytesPropertyChanged(
+            path: id.path, interface: BlueZNames.gattCharacteristic, property: "Value", value: value,
             toOwnerOf: BlueZNames.service)
     }
 

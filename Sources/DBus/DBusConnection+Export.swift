@@ -95,6 +95,24 @@ extension DBusConnection {
             destination: owner ?? name)
     }
 
+    /// Emits `PropertiesChanged(interface, {property: <ay value>}, [])` for an object of ours to
+    /// the current owner of `name` only, as ``emitPropertiesChanged(path:interface:changed:invalidated:toOwnerOf:)``
+    /// does for any properties: the same message, built the short way
+    /// (``DBusMessage/bytesPropertyChanged(path:interface:property:value:destination:)``), for
+    /// values sent many times a second. A property name with a NUL is dropped with a log line.
+    package func emitBytesPropertyChanged(
+        path: ObjectPath, interface: InterfaceName, property: String, value: [UInt8], toOwnerOf name: BusName
+    ) {
+        let owner = onQueue { nameOwners[name]?.owner }
+        do {
+            send(
+                try DBusMessage.bytesPropertyChanged(
+                    path: path, interface: interface, property: property, value: value, destination: owner ?? name))
+        } catch {
+            DBusLog.warning("cannot emit PropertiesChanged from \(path): \(error)")
+        }
+    }
+
     /// Emits a signal from `path`; values that cannot be marshalled are dropped with a log line.
     package func emit(
         path: ObjectPath, interface: InterfaceName, member: MemberName, arguments: [DBusValue],

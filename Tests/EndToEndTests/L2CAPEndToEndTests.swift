@@ -58,6 +58,64 @@ extension EndToEndTests {
         manager.removeAllServices()
     }
 
+    /// The same job with the async calls only: publish, add, advertise, connect, discover, read
+    /// the PSM, open; the peripheral takes the channel from its stream; unpublish and disconnect
+    /// return once done.
+    @Test(.timeLimit(.minutes(3))) func theAsyncCallsPublishOpenAndTearDownAChannel() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let server = L2CAPManagerRecorder()
+        let manager = PeripheralManager(
+            delegate: server, queue: server.queue, options: PeripheralManagerOptions(adapter: "hci1"))
+        try await waitUntil("hci1 powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
+        let incoming = manager.l2capChannels()
+        let psm = try await manager.publishL2CAPChannel(requiringEncryption: false)
+        #expect(server.published == psm, "the delegate heard it first")
+        let service = MutableService(type: Self.l2capService, primary: true)
+        service.characteristics = [
+            MutableCharacteristic(
+                type: BluetoothUUID(string: CBUUIDL2CAPPSMCharacteristicString), properties: [.read],
+                value: Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]), permissions: [.readable])
+        ]
+        try await manager.addService(service)
+
+        let central = E2ECentralDelegate()
+        let centralManager = CentralManager(
+            delegate: central, queue: central.queue, options: CentralManagerOptions(adapter: "hci0"))
+        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { centralManager.state == .poweredOn }
+        centralManager.scanForPeripherals(withServices: [Self.l2capService])
+        try await waitUntil("scanning") { centralManager.isScanning }
+        try await manager.startAdvertising(with: AdvertisementData(serviceUUIDs: [Self.l2capService]))
+        try await waitUntil("discovered our peripheral", timeout: .seconds(60)) { central.discovered != nil }
+        centralManager.stopScan()
+        let sensor = try #require(central.discovered)
+        try await centralManager.connect(to: sensor)
+        let remote = try #require(try await sensor.discoverServices(matching: [Self.l2capService]).first)
+        let psmType = BluetoothUUID(string: CBUUIDL2CAPPSMCharacteristicString)
+        let remotePSM = try #require(try await sensor.discoverCharacteristics(matching: [psmType], in: remote).first)
+        let value = try await sensor.readValue(of: remotePSM)
+        #expect(value == Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]))
+
+        let centralSide = try await sensor.openL2CAPChannel(psm: psm)
+        var channels = incoming.makeAsyncIterator()
+        let peripheralSide = try #require(await channels.next())
+        #expect(peripheralSide.psm == psm)
+        try await centralSide.write(Data("ping".utf8))
+        #expect(try await peripheralSide.read() == Data("ping".utf8))
+        try await peripheralSide.write(Data("pong".utf8))
+        #expect(try await centralSide.read() == Data("pong".utf8))
+
+        try await manager.unpublishL2CAPChannel(psm: psm)
+        #expect(manager.publishedL2CAPChannels.isEmpty)
+        #expect(server.events.contains("unpublished \(psm)"))
+        try await centralManager.disconnect(from: sensor)
+        #expect(sensor.state == .disconnected)
+        // The link went down: the channel ends (the end of the stream, or an error).
+        let afterTheLink = try? await peripheralSide.read()
+        #expect(afterTheLink == nil)
+        manager.stopAdvertising()
+        manager.removeAllServices()
+    }
+
     /// A channel published with encryption: the kernel refuses the unencrypted central, which
     /// then encrypts the link (bluetoothd pairs, Just Works through both managers' agents) and
     /// retries; the channel opens and carries data.
@@ -110,10 +168,11 @@ struct L2CAPLink {
         #expect((0x80...0xFF).contains(psm), "a dynamic LE PSM")
         #expect(manager.publishedL2CAPChannels == [psm])
 
-        // What Apple's apps do: the PSM in a readable characteristic of Apple's UUID.
+        // What Apple's apps do: the PSM in a readable characteristic of Apple's UUID. Served
+        // from the read request (no cached value), so that the manager learns the central's MTU.
         let psmCharacteristic = MutableCharacteristic(
             type: BluetoothUUID(string: CBUUIDL2CAPPSMCharacteristicString), properties: [.read],
-            value: Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]), permissions: [.readable])
+            value: nil, permissions: [.readable])
         let service = MutableService(type: EndToEndTests.l2capService, primary: true)
         service.characteristics = [psmCharacteristic]
         manager.add(service)
@@ -155,7 +214,11 @@ struct L2CAPLink {
         let peripheralSide = try #require(server.channel)
         #expect(centralSide.psm == psm && peripheralSide.psm == psm)
         #expect(centralSide.peer === sensor)
-        #expect(peripheralSide.peer is Central)
+        // The channel's central is the one that read the PSM, with the MTU its request told.
+        let reader = try #require(server.reader)
+        let peer = try #require(peripheralSide.peer as? Central)
+        #expect(peer == reader)
+        #expect(peer.maximumUpdateValueLength == reader.maximumUpdateValueLength)
         return L2CAPLink(
             manager: manager, server: server, centralManager: centralManager, central: central, sensor: sensor,
             recorder: recorder, psm: psm, centralSide: centralSide, peripheralSide: peripheralSide)
@@ -164,12 +227,23 @@ struct L2CAPLink {
 
 final class L2CAPManagerRecorder: PeripheralManagerDelegate, @unchecked Sendable {
     let queue = DispatchQueue(label: "e2e.l2cap.peripheral")
-    private let state = Mutex<([String], L2CAPPSM?, L2CAPChannel?)>(([], nil, nil))
+    private let state = Mutex<([String], L2CAPPSM?, L2CAPChannel?, Central?)>(([], nil, nil, nil))
     var events: [String] { state.withLock { $0.0 } }
     var published: L2CAPPSM? { state.withLock { $0.1 } }
     var channel: L2CAPChannel? { state.withLock { $0.2 } }
+    /// The central that read the PSM characteristic.
+    var reader: Central? { state.withLock { $0.3 } }
 
     func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
+    func peripheralManager(_ peripheral: PeripheralManager, didReceiveRead request: ATTRequest) {
+        let psm = state.withLock { state in
+            state.3 = request.central
+            return state.1
+        }
+        guard let psm, request.offset <= 2 else { return peripheral.respond(to: request, withResult: .invalidOffset) }
+        request.value = Data([UInt8(psm & 0xFF), UInt8(psm >> 8)]).dropFirst(request.offset)
+        peripheral.respond(to: request, withResult: .success)
+    }
     func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
         state.withLock { $0.0.append(error == nil ? "added" : "add failed: \(error!)") }
     }

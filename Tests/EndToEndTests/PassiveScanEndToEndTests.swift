@@ -99,6 +99,43 @@ extension EndToEndTests {
     }
 
     /// bluetoothd's log written since `offset` bytes (empty when unreadable).
+    /// bluetoothd restarted without `-E`: it then offers no AdvertisementMonitorManager1 (5.66
+    /// and 5.82 create it only with the experimental flag, `src/adapter.c`), and a passive scan
+    /// throws ``BluetoothError/Code/advertisementMonitorUnavailable`` naming the flag, with
+    /// nothing scanning; bluetoothd is started again with its own command line after.
+    @Test(.timeLimit(.minutes(3))) func withoutExperimentalAPassiveScanNamesTheMissingFlag() async throws {
+        let original = try #require(Bluetoothd.commandLine(), "bluetoothd is running")
+        let plain = original.filter { $0 != "-E" && $0 != "--experimental" }
+        #expect(plain.count < original.count, "the guest runs bluetoothd with -E: \(original)")
+        try await Bluetoothd.restart(with: plain)
+        do {
+            try await Bluetoothd.waitUntilAdaptersPowered()
+            let interfaces = try await Tool.output(
+                "/usr/bin/busctl", ["introspect", "org.bluez", "/org/bluez/hci0"], timeout: .seconds(10))
+            #expect(!interfaces.contains("org.bluez.AdvertisementMonitorManager1"))
+            let recorder = PassiveRecorder()
+            let central = CentralManager(
+                delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(adapter: "hci0"))
+            try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
+            let options = ScanOptions(
+                passive: try PassiveScan(patterns: [.manufacturerData(companyIdentifier: 0xFFFF, prefix: Data([1]))]))
+            do throws(BluetoothError) {
+                try await central.scanPassively(withServices: nil, options: options)
+                Issue.record("a passive scan started on a bluetoothd without -E")
+                central.stopScan()
+            } catch {
+                #expect(error.code == .advertisementMonitorUnavailable)
+                #expect(error.message.contains("-E"), "\(error.message)")
+                #expect(!central.isScanning)
+            }
+        } catch {
+            try? await Bluetoothd.restart(with: original)
+            throw error
+        }
+        try await Bluetoothd.restart(with: original)
+        try await Bluetoothd.waitUntilAdaptersPowered()
+    }
+
     static func bluetoothdLog(from offset: UInt64) -> String {
         guard let handle = FileHandle(forReadingAtPath: EndToEndScope.bluetoothdLog) else { return "" }
         defer { try? handle.close() }

@@ -149,12 +149,17 @@ enum Bluetoothd {
     /// Stops bluetoothd (SIGTERM, as systemd does) and starts it again with the same command line,
     /// appending to the guest's bluetoothd log so that a failure report shows both.
     static func restart() async throws {
-        guard let (pid, commandLine) = running() else {
+        try await restart(with: nil)
+    }
+
+    /// Stops bluetoothd and starts it with `commandLine` (its own when nil).
+    static func restart(with commandLine: [String]?) async throws {
+        guard let (pid, current) = running() else {
             throw ExampleProgramError(description: "no bluetoothd is running")
         }
         kill(pid, SIGTERM)
         try await pollUntil("bluetoothd \(pid) exited", timeout: .seconds(10)) { kill(pid, 0) != 0 }
-        try start(commandLine)
+        try start(commandLine ?? current)
     }
 
     /// The running bluetoothd's pid and command line, found in /proc by its command line (a

@@ -28,6 +28,11 @@ final class AsyncWaiters: Sendable {
         var streams: [Key: [UInt64: Stream]] = [:]
         var descriptorReads: [Key: [Waiter<Data>]] = [:]
         var rssiReads: [Key: [Waiter<Int>]] = [:]
+        var includedServices: [Key: [Waiter<[Service]>]] = [:]
+        var descriptors: [Key: [Waiter<[Descriptor]>]] = [:]
+        var disconnects: [Key: [Waiter<Void>]] = [:]
+        /// Tasks waiting until a peripheral's writes without response can go at once again.
+        var writeRoom: [Key: [Waiter<Void>]] = [:]
         /// Writes with response in flight, per characteristic or descriptor, oldest first: each
         /// result (`didWriteValueFor`) answers the oldest. nil for a write no task waits for.
         var writes: [Key: [Waiter<Void>?]] = [:]
@@ -70,6 +75,26 @@ final class AsyncWaiters: Sendable {
         state.withLock { $0.rssiReads[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
     }
 
+    func waitForIncludedServices(of service: Service, id: UInt64, _ c: CheckedContinuation<[Service], any Error>) {
+        state.withLock { $0.includedServices[Key(service), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    func waitForDescriptors(
+        of characteristic: Characteristic, id: UInt64, _ c: CheckedContinuation<[Descriptor], any Error>
+    ) {
+        state.withLock { $0.descriptors[Key(characteristic), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    func waitForDisconnection(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
+        state.withLock { $0.disconnects[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
+    /// On the bus queue, right after a write without response was queued and found that writes
+    /// wait: the next `readyToSendWriteWithoutResponse` resumes it.
+    func waitForWriteRoom(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
+        state.withLock { $0.writeRoom[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    }
+
     /// A write with response to `attribute` (a characteristic or descriptor) is about to go out,
     /// with the task waiting for its result or none. On the bus queue, right before the write:
     /// results come in the order of the writes, so each answers the oldest entry.
@@ -105,6 +130,10 @@ final class AsyncWaiters: Sendable {
             Self.cancel(id, in: &state.characteristics)
             Self.cancel(id, in: &state.descriptorReads)
             Self.cancel(id, in: &state.rssiReads)
+            Self.cancel(id, in: &state.includedServices)
+            Self.cancel(id, in: &state.descriptors)
+            Self.cancel(id, in: &state.disconnects)
+            Self.cancel(id, in: &state.writeRoom)
             // A cancelled write keeps its place: its result still answers it, and no one.
             for (key, entries) in state.writes {
                 guard let index = entries.firstIndex(where: { $0?.id == id }) else { continue }
@@ -122,6 +151,11 @@ final class AsyncWaiters: Sendable {
         }
     }
 
+    /// `peripheral` is not connected now: tasks waiting for its disconnection return.
+    func alreadyDisconnected(_ peripheral: Peripheral) {
+        for waiter in take(Key(peripheral), \.disconnects) { waiter.continuation.resume() }
+    }
+
     // MARK: Events (on the manager's queue)
 
     func linkChanged(_ peripheral: Peripheral, _ change: CentralManager.LinkEvent) {
@@ -131,11 +165,15 @@ final class AsyncWaiters: Sendable {
             for waiter in take(key, \.connects) { waiter.continuation.resume() }
         case .failed(let error):
             for waiter in take(key, \.connects) { waiter.continuation.resume(throwing: error) }
+            for waiter in take(key, \.disconnects) { waiter.continuation.resume() }
         case .disconnected(let error):
             let reason = error ?? BluetoothError(.operationCancelled, message: "the connection was cancelled")
             for waiter in take(key, \.connects) { waiter.continuation.resume(throwing: reason) }
+            for waiter in take(key, \.disconnects) { waiter.continuation.resume() }
+            for waiter in take(key, \.writeRoom) { waiter.continuation.resume(throwing: reason) }
             endStreams(of: key, reason)
         case .disconnectedReconnecting(let error):
+            for waiter in take(key, \.writeRoom) { waiter.continuation.resume(throwing: error) }
             endStreams(of: key, error)
         case .connecting, .adopted, .disconnecting:
             break
@@ -148,6 +186,12 @@ final class AsyncWaiters: Sendable {
             for waiter in take(Key(peripheral), \.services) { resume(waiter.continuation, services, error) }
         case .characteristics(let service, let found, let error):
             for waiter in take(Key(service), \.characteristics) { resume(waiter.continuation, found, error) }
+        case .includedServices(let service, let found, let error):
+            for waiter in take(Key(service), \.includedServices) { resume(waiter.continuation, found, error) }
+        case .descriptors(let characteristic, let found, let error):
+            for waiter in take(Key(characteristic), \.descriptors) { resume(waiter.continuation, found, error) }
+        case .readyToSendWriteWithoutResponse:
+            for waiter in take(Key(peripheral), \.writeRoom) { waiter.continuation.resume() }
         case .value(let characteristic, let data, let error):
             // Every notification comes here: one lock, and nothing copied when nobody waits.
             let key = Key(characteristic)

@@ -34,6 +34,26 @@ extension CentralManager {
             cancelPeripheralConnection(peripheral)
         }
     }
+
+    /// Disconnects `peripheral` (or cancels its pending connection) and returns once it is
+    /// disconnected; returns at once when it is not connected.
+    ///
+    /// The same call as ``cancelPeripheralConnection(_:)`` (the delegate's `didDisconnectPeripheral`
+    /// is called too, first). bluetoothd takes the link down when no other program uses it.
+    /// Cancelling the task stops the wait, not the disconnection.
+    /// - Throws: `CancellationError` only.
+    public func disconnect(from peripheral: Peripheral) async throws {
+        let id = waiters.makeID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                waiters.waitForDisconnection(of: peripheral, id: id, continuation)
+                if peripheral.state == .disconnected { return waiters.alreadyDisconnected(peripheral) }
+                cancelPeripheralConnection(peripheral)
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
+        }
+    }
 }
 
 extension Peripheral {
@@ -59,6 +79,34 @@ extension Peripheral {
             waiters.waitForCharacteristics(of: service, id: id, continuation)
         } then: {
             discoverCharacteristics(uuids, for: service)
+        }
+    }
+
+    /// Discovers the services `service` includes (all when `uuids` is nil) and returns them.
+    ///
+    /// The same call as ``discoverIncludedServices(_:for:)`` (the delegate's
+    /// `didDiscoverIncludedServicesFor` is called too).
+    /// - Throws: the error that call reports (e.g. ``BluetoothError`` `notConnected`); `CancellationError`.
+    public func discoverIncludedServices(matching uuids: [BluetoothUUID]?, in service: Service) async throws
+        -> [Service]
+    {
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForIncludedServices(of: service, id: id, continuation)
+        } then: {
+            discoverIncludedServices(uuids, for: service)
+        }
+    }
+
+    /// Discovers the descriptors of `characteristic` and returns them.
+    ///
+    /// The same call as ``discoverDescriptors(for:)`` (the delegate's
+    /// `didDiscoverDescriptorsFor` is called too).
+    /// - Throws: the error that call reports (e.g. ``BluetoothError`` `notConnected`); `CancellationError`.
+    public func discoverDescriptors(of characteristic: Characteristic) async throws -> [Descriptor] {
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForDescriptors(of: characteristic, id: id, continuation)
+        } then: {
+            discoverDescriptors(for: characteristic)
         }
     }
 
@@ -117,6 +165,38 @@ extension Peripheral {
             waiters.waitForRSSI(of: self, id: id, continuation)
         } then: {
             readRSSI()
+        }
+    }
+
+    /// Writes `data` to `characteristic` without response, and returns once more writes can go
+    /// at once: the async form of ``canSendWriteWithoutResponse`` and
+    /// ``PeripheralDelegate/peripheralIsReady(toSendWriteWithoutResponse:)``.
+    ///
+    /// The same call as ``writeValue(_:for:type:)`` with `.withoutResponse`: the write is queued
+    /// and never dropped, and leaves in order with the others. A loop of these calls sends as
+    /// fast as the link takes the data, with at most the queue's worth in memory. Cancelling the
+    /// task stops the wait, not the write.
+    /// - Throws: ``BluetoothError`` `notConnected` when the peripheral is not connected (nothing is
+    ///   sent) or the link is lost while the task waits; `CancellationError`.
+    public func writeValueWithoutResponse(_ data: Data, to characteristic: Characteristic) async throws {
+        let waiters = try asyncWaiters()
+        guard let engine else { throw BluetoothError(.notConnected, message: "the central manager is gone") }
+        let id = waiters.makeID()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                engine.busQueue.async {
+                    guard self.state == .connected else {
+                        let error = BluetoothError(.notConnected, message: "the peripheral is not connected")
+                        return continuation.resume(throwing: error)
+                    }
+                    engine.write(self, data: data, characteristic: characteristic, withResponse: false)
+                    // Updated on this queue by the write: a wait that starts here sees its end.
+                    if self.canSendWriteWithoutResponse { return continuation.resume() }
+                    waiters.waitForWriteRoom(of: self, id: id, continuation)
+                }
+            }
+        } onCancel: {
+            waiters.cancel(id: id)
         }
     }
 

@@ -44,10 +44,18 @@ extension Peripheral {
     /// peripheral's answer; `.withoutResponse` reports nothing (see
     /// ``canSendWriteWithoutResponse``). Writes reach bluetoothd in the order they were made.
     public func writeValue(_ data: Data, for characteristic: Characteristic, type: CharacteristicWriteType) {
-        perform { engine in
-            // Its result keeps the place of this write for the async writes that follow.
-            if type == .withResponse { engine.manager?.waiters.writeStarts(to: characteristic, id: 0, nil) }
-            engine.write(self, data: data, characteristic: characteristic, withResponse: type == .withResponse)
+        guard let engine else { return }
+        guard type == .withoutResponse else {
+            return engine.busQueue.async {
+                // Its result keeps the place of this write for the async writes that follow.
+                engine.manager?.waiters.writeStarts(to: characteristic, id: 0, nil)
+                engine.write(self, data: data, characteristic: characteristic, withResponse: true)
+            }
+        }
+        writeHandedOver()
+        engine.busQueue.async {
+            engine.write(self, data: data, characteristic: characteristic, withResponse: false)
+            if self.writeTaken() { engine.manager?.post(.gatt(self, .readyToSendWriteWithoutResponse)) }
         }
     }
 
@@ -85,10 +93,15 @@ extension Peripheral {
     }
 
     /// The largest value one write of `type` can carry: the negotiated ATT MTU
-    /// minus 3 (23 − 3 = 20 before BlueZ reports an MTU); 512 for long writes with response.
+    /// minus 3 (23 − 3 = 20 before BlueZ reports an MTU), at most 512 (an attribute value's
+    /// maximum: bluetoothd's GATT server drops a longer write command without a word, so with
+    /// BlueZ's MTU of 517 a write of MTU − 3 = 514 bytes would be lost); 512 for long writes
+    /// with response. A peripheral running bluetoothd 5.68 or older refuses 511 and 512 bytes
+    /// too (it counts the attribute handle into its check, fixed in 5.69): the peer's version is
+    /// not known here, so write at most 510 bytes to a BlueZ peripheral of unknown age.
     public func maximumWriteValueLength(for type: CharacteristicWriteType) -> Int {
         let mtu = engine?.mtu(of: self) ?? 23
-        return type == .withResponse ? 512 : max(20, mtu - 3)
+        return type == .withResponse ? 512 : min(512, max(20, mtu - 3))
     }
 
     private func perform(_ body: @escaping @Sendable (CentralEngine) -> Void) {

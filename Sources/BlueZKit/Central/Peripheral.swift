@@ -31,7 +31,16 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
         var state: PeripheralState = .disconnected
         var services: [Service]?
         var canSendWriteWithoutResponse = true
+        /// Writes without response the app made that the bus queue has not taken yet.
+        var handedOverWrites = 0
+        /// ``canSendWriteWithoutResponse`` said false because of `handedOverWrites`: the
+        /// delegate is owed `peripheralIsReady(toSendWriteWithoutResponse:)`.
+        var readyOwed = false
     }
+
+    /// How many writes without response may wait to reach the bus queue before
+    /// ``canSendWriteWithoutResponse`` says false (the app then waits for the ready call).
+    static let handOverLimit = 8
 
     init(identifier: UUID, deviceID: DeviceID, name: String?, engine: CentralEngine) {
         self.identifier = identifier
@@ -56,9 +65,41 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     /// or too many `WriteValue` commands wait for bluetoothd, writes queue here in order and this
     /// turns false; ``PeripheralDelegate/peripheralIsReady(toSendWriteWithoutResponse:)`` follows
     /// once they went out. Apps that stream should wait for that call, as on Apple's platforms.
-    public var canSendWriteWithoutResponse: Bool { mutable.withLock { $0.canSendWriteWithoutResponse } }
+    ///
+    /// A write is handed to the manager's bus queue before it reaches that queue; while 8 writes
+    /// wait for it, this is false too (and the ready call follows once they were taken), so that
+    /// the usual loop `while canSendWriteWithoutResponse { writeValue(…) }` stops after a few
+    /// writes and picks the length of the next from ``maximumWriteValueLength(for:)`` then.
+    public var canSendWriteWithoutResponse: Bool {
+        mutable.withLock { state in
+            guard state.handedOverWrites < Self.handOverLimit else {
+                state.readyOwed = true
+                return false
+            }
+            return state.canSendWriteWithoutResponse
+        }
+    }
+
     func update(canSendWriteWithoutResponse: Bool) {
-        mutable.withLock { $0.canSendWriteWithoutResponse = canSendWriteWithoutResponse }
+        mutable.withLock { state in
+            state.canSendWriteWithoutResponse = canSendWriteWithoutResponse
+            // The engine tells the delegate itself when its own wait ends.
+            if canSendWriteWithoutResponse { state.readyOwed = false }
+        }
+    }
+
+    /// The app handed a write without response over (any thread).
+    func writeHandedOver() { mutable.withLock { $0.handedOverWrites += 1 } }
+
+    /// The bus queue took a handed-over write; returns whether the delegate is owed its ready
+    /// call now (nothing waits any more, and the engine's own path has room).
+    func writeTaken() -> Bool {
+        mutable.withLock { state in
+            state.handedOverWrites -= 1
+            guard state.readyOwed, state.handedOverWrites == 0, state.canSendWriteWithoutResponse else { return false }
+            state.readyOwed = false
+            return true
+        }
     }
 
     /// Linux: the device's Bluetooth address, `"AA:BB:CC:DD:EE:FF"` (bluetoothd's

@@ -25,9 +25,23 @@ extension PeripheralManager {
     /// sockets, or another kernel error (the `errno` is in ``BluetoothError/underlying``); the
     /// PSM reported with an error is 0.
     public func publishL2CAPChannel(withEncryption encryptionRequired: Bool) {
+        publishL2CAPChannel(encryptionRequired, then: nil)
+    }
+
+    /// Publishes as ``publishL2CAPChannel(withEncryption:)``; `then` runs on `queue` right after
+    /// the delegate's `didPublishL2CAPChannel`.
+    func publishL2CAPChannel(
+        _ encryptionRequired: Bool, then: (@Sendable (L2CAPPSM, BluetoothError?) -> Void)?
+    ) {
+        let report = { @Sendable (psm: L2CAPPSM, error: BluetoothError?) in
+            self.queue.async {
+                self.delegate?.peripheralManager(self, didPublishL2CAPChannel: psm, error: error)
+                then?(psm, error)
+            }
+        }
         guard state == .poweredOn else {
-            let error = BluetoothError(.bluetoothUnavailable, message: "The peripheral manager is not powered on.")
-            return queue.async { self.delegate?.peripheralManager(self, didPublishL2CAPChannel: 0, error: error) }
+            return report(
+                0, BluetoothError(.bluetoothUnavailable, message: "The peripheral manager is not powered on."))
         }
         let adapter = adapters.first(where: \.isInUse).map(\.address).flatMap { $0.isEmpty ? nil : $0 }
         let listener: BlueZL2CAPListener
@@ -35,24 +49,24 @@ extension PeripheralManager {
             listener = try BlueZL2CAPListener(
                 adapterAddress: adapter, security: encryptionRequired ? .medium : .low, queue: l2cap.queue)
         } catch {
-            let failure = BluetoothError(l2cap: error)
-            return queue.async { self.delegate?.peripheralManager(self, didPublishL2CAPChannel: 0, error: failure) }
+            return report(0, BluetoothError(l2cap: error))
         }
         l2cap.add(listener)
         let psm = listener.psm
         // Published before any channel to it can be reported: both go through `queue`, in order.
-        queue.async { self.delegate?.peripheralManager(self, didPublishL2CAPChannel: psm, error: nil) }
+        report(psm, nil)
         l2cap.queue.async {
             listener.accept { [weak self] result in
                 guard let self else { return }
                 switch result {
                 case .success(let accepted):
-                    let central = Central(
-                        identifier: PeripheralIdentity.identifier(
-                            adapterAddress: adapter ?? "", deviceAddress: accepted.peer.address),
-                        maximumUpdateValueLength: 20)
+                    // The same `Central` the GATT side reports: its MTU if a request told it.
+                    let central = self.central(address: accepted.peer.address, adapter: adapter ?? "")
                     let channel = L2CAPChannel(peer: central, psm: psm, socket: accepted.socket)
-                    self.queue.async { self.delegate?.peripheralManager(self, didOpen: channel, error: nil) }
+                    self.queue.async {
+                        self.delegate?.peripheralManager(self, didOpen: channel, error: nil)
+                        self.l2cap.deliver(channel)
+                    }
                 case .failure(let error):
                     let failure = BluetoothError(l2cap: error)
                     self.l2cap.remove(psm)
@@ -69,16 +83,28 @@ extension PeripheralManager {
     /// Shuts the kernel's listening socket down (`shutdown`), then reports. The error is a ``BluetoothError``
     /// `invalidParameters` when this manager has no channel published on `PSM`.
     public func unpublishL2CAPChannel(_ PSM: L2CAPPSM) {
+        unpublishL2CAPChannel(PSM, then: nil)
+    }
+
+    /// Unpublishes as ``unpublishL2CAPChannel(_:)``; `then` runs on `queue` right after the
+    /// delegate's `didUnpublishL2CAPChannel`.
+    func unpublishL2CAPChannel(_ PSM: L2CAPPSM, then: (@Sendable (BluetoothError?) -> Void)?) {
+        let report = { @Sendable (error: BluetoothError?) in
+            self.queue.async {
+                self.delegate?.peripheralManager(self, didUnpublishL2CAPChannel: PSM, error: error)
+                then?(error)
+            }
+        }
         guard let listener = l2cap.remove(PSM) else {
-            let error = BluetoothError(
-                .invalidParameters, message: "No L2CAP channel is published on PSM 0x\(String(PSM, radix: 16)).")
-            return queue.async { self.delegate?.peripheralManager(self, didUnpublishL2CAPChannel: PSM, error: error) }
+            return report(
+                BluetoothError(
+                    .invalidParameters, message: "No L2CAP channel is published on PSM 0x\(String(PSM, radix: 16))."))
         }
         // Reported once the kernel stopped listening: a central that opens the PSM after the
         // delegate heard of it is refused, and no channel of it is reported afterwards.
         l2cap.queue.async {
             listener.close()
-            self.queue.async { self.delegate?.peripheralManager(self, didUnpublishL2CAPChannel: PSM, error: nil) }
+            report(nil)
         }
     }
 
@@ -102,7 +128,27 @@ final class L2CAPPublications: @unchecked Sendable {
 
     var psms: [L2CAPPSM] { listeners.withLock { $0.keys.sorted() } }
 
+    /// The consumers of ``PeripheralManager/l2capChannels()``, by stream.
+    private let streams = PosixMutex((next: UInt64(0), open: [UInt64: AsyncStream<L2CAPChannel>.Continuation]()))
+
+    /// Adds a consumer of opened channels; returns its key for ``removeStream(_:)``.
+    func addStream(_ continuation: AsyncStream<L2CAPChannel>.Continuation) -> UInt64 {
+        streams.withLock { streams in
+            defer { streams.next += 1 }
+            streams.open[streams.next] = continuation
+            return streams.next
+        }
+    }
+
+    func removeStream(_ key: UInt64) { _ = streams.withLock { $0.open.removeValue(forKey: key) } }
+
+    /// A central opened `channel`: every stream gets it.
+    func deliver(_ channel: L2CAPChannel) {
+        for stream in streams.withLock({ Array($0.open.values) }) { stream.yield(channel) }
+    }
+
     deinit {
+        for stream in streams.withLock({ $0.open.values }) { stream.finish() }
         let all = listeners.withLock { $0.values }
         queue.async { for listener in all { listener.close() } }
     }

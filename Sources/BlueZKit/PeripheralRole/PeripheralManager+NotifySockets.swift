@@ -155,6 +155,9 @@ extension PeripheralManager {
 
     /// Every socket that refused an update has room again.
     private func socketsHaveRoom() {
-        queue.async { self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self) }
+        queue.async {
+            self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
+            self.updateWaiters.resumeAll()
+        }
     }
 }

@@ -68,45 +68,46 @@ extension PeripheralManager {
                     + "an attribute value holds at most \(Self.maximumValueLength)")
             return false
         }
-        return engine.run { updateValueOnBusQueue(value, for: characteristic, onSubscribedCentrals: centrals) }
+        return engine.run { updateValueOnBusQueue(value, for: characteristic, onSubscribedCentrals: centrals) == .sent }
     }
 
     /// ``updateValue(_:for:onSubscribedCentrals:)`` once the length is checked, on the bus queue.
-    private func updateValueOnBusQueue(
+    func updateValueOnBusQueue(
         _ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?
-    ) -> Bool {
+    ) -> UpdateOutcome {
         let key = ObjectIdentifier(characteristic)
         let (target, client, adapter) = engine.sync {
             ($0.characteristics[key], $0.client, $0.adapterAddress)
         }
-        guard let (application, id) = target, let client else { return false }
+        guard let (application, id) = target, let client else { return .refused }
         // The bus is away (the state is `.resetting`): nothing sent now could arrive.
-        guard client.isBusOpen else { return false }
-        if let centrals, Set(centrals).isDisjoint(with: characteristic.subscribedCentrals ?? []) { return true }
+        guard client.isBusOpen else { return .refused }
+        if let centrals, Set(centrals).isDisjoint(with: characteristic.subscribedCentrals ?? []) { return .sent }
         if let (identifier, limit) = tightestLimit(of: key, for: centrals, adapter: adapter), value.count > limit {
             BlueZLog.warning(
                 "updateValue: \(value.count) bytes for \(characteristic.uuid) not sent: central "
                     + "\(identifier.uuidString) takes at most \(limit) (its ATT MTU minus 3)")
-            return false
+            return .refused
         }
         let indicatesOnly = Self.indicatesOnly(characteristic.properties)
         if engine.sync({ $0.socketCharacteristics.contains(key) }) {
-            return updateThroughSockets(
+            let sent = updateThroughSockets(
                 value, key, centrals: centrals, indicatesOnly: indicatesOnly, queue: client.queue)
+            return sent ? .sent : .full
         }
-        if indicatesOnly, engine.sync({ $0.subscriptions.refusesUpdate(of: key) }) { return false }
+        if indicatesOnly, engine.sync({ $0.subscriptions.refusesUpdate(of: key) }) { return .full }
         // Once refused, refuse until the delegate heard isReady, so that values keep their order.
-        if engine.sync({ $0.roomTimer != nil }) { return false }
+        if engine.sync({ $0.roomTimer != nil }) { return .full }
         let backlog = client.backlog
         if backlog.queuedMessages >= Self.backlogLimit.queuedMessages
             || backlog.outgoingBytes >= Self.backlogLimit.outgoingBytes
         {
             waitForRoom(on: client)
-            return false
+            return .full
         }
         guard indicatesOnly else {
             application.notify(id, value: Array(value))
-            return true
+            return .sent
         }
         // Checked again with the wait begun in the same block: two callers cannot both send.
         let begun = engine.sync { state in
@@ -116,9 +117,9 @@ extension PeripheralManager {
             }
             return true
         }
-        guard begun else { return false }
+        guard begun else { return .full }
         application.notify(id, value: Array(value)) { [weak self] in self?.indicationConfirmed(key) }
-        return true
+        return .sent
     }
 
     /// Whether every subscriber of a characteristic with these properties gets indications:
@@ -165,6 +166,7 @@ extension PeripheralManager {
             self.queue.async {
                 self.engine.sync { $0.roomTimer = nil }
                 self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
+                self.updateWaiters.resumeAll()
             }
         }
         timer.schedule(deadline: .now() + .milliseconds(5), repeating: .milliseconds(5), leeway: .milliseconds(2))
@@ -213,6 +215,7 @@ extension PeripheralManager {
                 }
             }
             self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
+            self.updateWaiters.resumeAll()
         }
     }
 

@@ -29,9 +29,14 @@ import Locking
 /// subscriber and counts later ones silently, where `StartNotify` is called for each central that
 /// subscribes. bluetoothd publishes no version: `Adapter1.Connectable` (5.79) is the probe.
 ///
+/// L2CAP channels (``publishL2CAPChannel(withEncryption:)``) are kernel sockets beside
+/// bluetoothd, not D-Bus: their listening sockets accept, and their channels read and write, on
+/// one serial queue of the manager's own (`L2CAPPublications.queue`), never on the bus queue, so
+/// bulk data does not delay bluetoothd's requests; their delegate calls still come on `queue`.
+///
 /// The invariant behind `@unchecked Sendable`: mutable state lives on the engine's bus queue
-/// (see `PeripheralEngine`), the reported state behind its `PosixMutex`, the delegate behind
-/// `delegateLock`.
+/// (see `PeripheralEngine`), the published PSMs behind `L2CAPPublications`' `PosixMutex`, the
+/// reported state behind its `PosixMutex`, the delegate behind `delegateLock`.
 public final class PeripheralManager: @unchecked Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
@@ -53,6 +58,8 @@ public final class PeripheralManager: @unchecked Sendable {
     let restoration: ManagerRestoration<PeripheralRestorationRecord>?
     /// The published L2CAP channels' listening sockets (PeripheralManager+L2CAP.swift).
     let l2cap = L2CAPPublications()
+    /// Tasks in ``send(_:for:onSubscribedCentrals:)`` waiting for room (PeripheralManager+Send.swift).
+    let updateWaiters = UpdateWaiters()
 
     /// What the manager knows and has published, on the engine's bus queue.
     struct EngineState {
@@ -350,7 +357,11 @@ public final class PeripheralManager: @unchecked Sendable {
                 defer { state = newState }
                 return state != newState
             }
-            if changed { self.delegate?.peripheralManagerDidUpdateState(self) }
+            if changed {
+                self.delegate?.peripheralManagerDidUpdateState(self)
+                // Updates waiting for room try again: the state may have ended their wait.
+                self.updateWaiters.resumeAll()
+            }
             if newState != .unknown { self.endRestoredSubscriptions() }
         }
     }

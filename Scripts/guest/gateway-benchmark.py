@@ -9,19 +9,34 @@ Run by Scripts/benchmark (--only gateway) inside the emulated BlueZ environment
                     [--setup-only] [--json FILE]
 
 heart-rate-peripheral (DIR) runs on hci1 … hciK as "BlueZKit GW 1" … "BlueZKit GW K" (K = 6 by
-default), each notifying every MS ms to its subscribers (default 100: 10/s, 60/s in all; at 50/s
-each, 300/s in all, the one TCG vCPU is saturated: bluetoothd answered the central's last
-StartNotify only after D-Bus's 25 s, and BlueZKit's central gave up). The central on hci0
+default), each notifying every MS ms to its subscribers (default 1000: 1/s, a heart-rate sensor's
+rate, 6/s in all). Faster is too much for the one TCG vCPU on 2 shared host cores: at 10/s each
+(60/s in all) the guest delivered 12–19/s, and on a busier host bluetoothd answered the sixth
+subscription after D-Bus's 25 s (BlueZKit's central gave up) and took over 30 s to take hci0's
+links down; at 50/s each, the same already at 2 cores to itself. The central on hci0
 — Benchmarks/GatewayBenchmark (DIR) or Benchmarks/python/bleak_gateway.py — connects to all K
 in name order, subscribes to 0x2A37 on each and counts the notifications; it prints a "window"
 line at its (W+1)-th reading after every link is subscribed and at its (W+N)-th, and this driver
 samples the central's /proc/PID/stat (utime + stime, every thread) when each arrives: CPU ms per
-notification = difference / (N - 1). R runs per side with K links (default 2, N = 2000), order
-alternating BlueZKit, bleak, bleak, BlueZKit, …; then --one-link-runs runs per side (default 1,
-N = --one-link-count, default 400) with one link
-(the central connects to "BlueZKit GW 1" only; the others keep advertising, nobody subscribed to
-them): the growth from 1 to K links is BlueZKit's CPU per notification with K over with 1.
-Between runs hci0's links are down and hci0 forgets the peripherals (Adapter1.RemoveDevice).
+notification = difference / (N - 1). R runs per side with K links (default 2, N = 600, W = 60),
+order alternating BlueZKit, bleak, bleak, BlueZKit, …; then --one-link-runs runs per side
+(default 1, N = --one-link-count, default 150, W scaled down by K) with one link (the central
+connects to "BlueZKit GW 1" only; the others advertise, nobody subscribed to them): the growth
+from 1 to K links is BlueZKit's CPU per notification with K over with 1. At both marks the
+driver also reads every thread of the central (/proc/PID/task/*/stat) and bluetoothd's,
+dbus-daemon's and btvirt's CPU: the JSON has each run's breakdown in ms per notification.
+
+Every run has links of its own. After a run the peripherals' controllers could keep a link to
+hci0 that hci0 had taken down (seen with the first version of this driver, 10/s per sensor:
+`hcitool con` on hci1 … hci6 still listed hci0, their lowest free handles no longer matched
+hci0's, and the next central got broken links; why is not known), so every run but
+the first starts from scratch: the peripherals stop, every adapter forgets its devices
+(Adapter1.RemoveDevice) and is powered off — the kernel disconnects each link it knows (btvirt
+tells the other end) and forgets the rest — and on again (the kernel resets the controller and
+btvirt drops whatever it still had); then the peripherals start again and the set-up below runs
+again (about 2.5 minutes with K = 6). The JSON has, per run, the handles at both ends of each
+of hci0's links once all are subscribed, and any link to hci0 a peripheral still lists 15 s
+after hci0 disconnected.
 
 btvirt's connection handles (the reason for the set-up below). btvirt (emulator/btdev.c, the
 same in 5.66 and 5.82) gives each new link, on each of its two controllers, the lowest handle
@@ -47,7 +62,7 @@ bluetoothd (Adapter1.ConnectDevice on the lower-numbered controller, to the othe
 heart-rate-peripheral advertising) and checked with `hcitool con` (same handle at both ends); the
 set-up keeps every peripheral-to-peripheral link ("throwaway" links, 3 per level with K = 6, idle
 once bluetoothd has looked at the other side's services) and takes hci0's links down again. Then
-every central run makes hci0's links in name order and each gets the handle its peripheral has
+the central run makes hci0's links in name order and each gets the handle its peripheral has
 free. This limits a single central to C-1 links with C controllers, C even (7 with 8 or 9
 controllers); without it, to one working link.
 
@@ -134,8 +149,40 @@ def forget_hci0(addresses, peripheral_adapters):
     for path in devices("hci0"):
         busctl("call", "org.bluez", "/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", "o", path)
     wait_until(15, lambda: not devices("hci0"), "forgotten on hci0")
+    stale = {}
     for adapter in peripheral_adapters:
-        wait_until(15, lambda adapter=adapter: hci0 not in links(adapter), f"disconnected from hci0 on {adapter}")
+        if not wait_until(15, lambda adapter=adapter: hci0 not in links(adapter), f"disconnected from hci0 on {adapter}"):
+            stale[adapter] = links(adapter).get(hci0)
+    return stale
+
+
+def powered(adapter):
+    return busctl("get-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "Powered")[0] == "b true"
+
+
+def power_cycle(adapters):
+    """Every adapter off, then on again: no link left anywhere, in the kernel or in btvirt.
+
+    Powering off, the kernel disconnects each link it knows (btvirt tells the other end) and
+    forgets the rest; powering on, it resets the controller (btvirt drops what it still had).
+    The device objects go first, so that bluetoothd starts from what it knew after the boot."""
+    for adapter in adapters:
+        for path in devices(adapter):
+            busctl("call", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "RemoveDevice", "o", path)
+    for adapter in adapters:
+        busctl("set-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "Powered", "b", "false")
+    wait_until(60, lambda: not any(powered(adapter) for adapter in adapters), "powered off")
+    for attempt in range(3):
+        for adapter in adapters:
+            if not powered(adapter):
+                busctl("set-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "Powered", "b", "true")
+        if wait_until(60, lambda: all(powered(adapter) for adapter in adapters), "powered on"):
+            break
+    else:
+        die("the adapters did not power on again")
+    left = {adapter: links(adapter) for adapter in adapters if links(adapter)}
+    if left:
+        die(f"links left after the power cycle: {left}")
 
 
 def lowest_free(adapter):
@@ -220,6 +267,51 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
 
 
+def thread_ticks(pid):
+    """{"name tid": utime + stime} of each live thread of the process, in ticks."""
+    found = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        name = text[text.index(b"(") + 1:text.rindex(b")")].decode(errors="replace")
+        fields = text.rsplit(b")", 1)[1].split()
+        found[f"{name} {tid}"] = int(fields[11]) + int(fields[12])
+    return found
+
+
+def pids_of(program):
+    """The processes whose command line runs PROGRAM (its file name)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            parts = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if parts and os.path.basename(parts[0]) == program.encode():
+            found.append(int(pid))
+    return found
+
+
+def sample(pid):
+    """The central's CPU (whole process, and per thread) and the daemons' in the path."""
+    total, threads = cpu_ticks(pid), thread_ticks(pid)
+    others = {}
+    for program in ("bluetoothd", "dbus-daemon", "btvirt"):
+        ticks = 0
+        for other in pids_of(program):
+            try:
+                ticks += cpu_ticks(other)
+            except OSError:
+                pass
+        others[program] = ticks
+    return total, threads, others
+
+
 def start_peripherals(args, adapters, names):
     """heart-rate-peripheral on each adapter; their output goes to files in the guest's tmpfs."""
     processes = []
@@ -254,8 +346,11 @@ def stop(processes):
 def run_central(args, side, link_count, addresses, peripheral_adapters):
     """One central run; returns a dict of figures (or "error")."""
     forget_hci0(addresses, peripheral_adapters)
+    warmup, extra = scaled(args.warmup, args, link_count), scaled(args.extra, args, link_count)
+    # At least half the offered rate, plus connecting and subscribing.
+    seconds = args.run_timeout + 2 * (warmup + args_count(args, link_count) + extra) * args.interval_ms / 1000 / link_count
     common = ["--adapter", "hci0", "--prefix", PREFIX, "--links", str(link_count), "--count", str(args_count(args, link_count)),
-              "--warmup", str(args.warmup), "--extra", str(args.extra)]
+              "--warmup", str(warmup), "--extra", str(extra), "--timeout", str(int(seconds))]
     if side == "bluezkit":
         command = [os.path.join(args.bin, "GatewayBenchmark"), *common]
     else:
@@ -270,7 +365,7 @@ def run_central(args, side, link_count, addresses, peripheral_adapters):
     selector.register(process.stdout, selectors.EVENT_READ)
     os.set_blocking(process.stdout.fileno(), False)
     partial = b""
-    deadline = started + args.run_timeout + args_count(args, link_count) / 10
+    deadline = started + seconds + 30
     eof = False
     while not eof and time.monotonic() < deadline:
         if not selector.select(0.5):
@@ -288,13 +383,17 @@ def run_central(args, side, link_count, addresses, peripheral_adapters):
         for line in lines:
             if b'"window"' in line:
                 mark = json.loads(line)["mark"]
-                marks[mark] = (now, cpu_ticks(process.pid))
+                marks[mark] = (now, *sample(process.pid))
             elif b'"summary"' in line:
                 figures["summary"] = json.loads(line)
             elif b'"error"' in line:
                 log(f"  {side}: {line.decode(errors='replace')}")
             elif b'"subscribed"' in line and b'"links": %d' % link_count in line:
                 figures["subscribed_after_s"] = round(now - started, 2)
+                # Both ends of every link of hci0 (equal when the set-up did its job).
+                figures["handles"] = {adapter: (links("hci0").get(addresses[adapter]),
+                                                links(adapter).get(addresses["hci0"]))
+                                      for adapter in peripheral_adapters[:link_count]}
     selector.close()
     if not eof:
         process.kill()
@@ -306,13 +405,27 @@ def run_central(args, side, link_count, addresses, peripheral_adapters):
     process.stdout.close()
     figures["exit_status"] = status
     figures["total_s"] = round(time.monotonic() - started, 2)
+    stale = forget_hci0(addresses, peripheral_adapters)
+    if stale:  # what broke the next run before each run had its own set-up
+        figures["stale_links_to_hci0"] = stale
+        log(f"  {side}: after hci0 disconnected, still linked to hci0: {stale} (adapter: handle)")
     if "start" not in marks or "end" not in marks or status != 0:
         with open(stderr_path, "rb") as stderr:
             tail = stderr.read()[-600:].decode(errors="replace")
         figures["error"] = f"marks {sorted(marks)}, exit {status}: {tail}"
         return figures
-    (t0, c0), (t1, c1) = marks["start"], marks["end"]
+    (t0, c0, threads0, others0), (t1, c1, threads1, others1) = marks["start"], marks["end"]
     n = figures["count"] - 1
+    # Where the central's CPU went (ms per notification): its threads alive at both marks, the
+    # rest (threads that came or went, e.g. libdispatch's workers), and the daemons beside it.
+    ms = 1000 / CLK_TCK / n
+    breakdown = {name: round((threads1[name] - threads0[name]) * ms, 4) for name in threads1 if name in threads0}
+    breakdown = dict(sorted(((k, v) for k, v in breakdown.items() if v > 0), key=lambda item: -item[1]))
+    breakdown["(threads started or ended in the window)"] = round(
+        (c1 - c0) * ms - sum(threads1[name] - threads0[name] for name in threads1 if name in threads0) * ms, 4)
+    figures["threads_cpu_ms_per_notification"] = breakdown
+    figures["daemons_cpu_ms_per_notification"] = {name: round((others1[name] - others0[name]) * ms, 4)
+                                                  for name in others1}
     figures["window_s"] = round(t1 - t0, 3)
     figures["notifications_per_s"] = round(n / (t1 - t0), 2)
     figures["cpu_ticks"] = c1 - c0
@@ -329,6 +442,11 @@ def args_count(args, link_count):
     return args.count if link_count > 1 else args.one_link_count
 
 
+def scaled(readings, args, link_count):
+    """The warm-up and the readings after the window: the same time with fewer links."""
+    return readings if link_count == args.links else max(5, readings * link_count // args.links)
+
+
 def median_of(runs, side, links, key):
     values = [run[key] for run in runs if run["side"] == side and run["links"] == links and key in run]
     return (round(statistics.median(values), 5), min(values), max(values), len(values)) if values else None
@@ -340,14 +458,14 @@ def main():
     parser.add_argument("--python", help="a Python with bleak")
     parser.add_argument("--bleak-gateway", help="Benchmarks/python/bleak_gateway.py")
     parser.add_argument("--links", type=int, default=6)
-    parser.add_argument("--interval-ms", type=int, default=100)
+    parser.add_argument("--interval-ms", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--one-link-runs", type=int, default=1)
-    parser.add_argument("--count", type=int, default=2000)
-    parser.add_argument("--one-link-count", type=int, default=400)
-    parser.add_argument("--warmup", type=int, default=100)
-    parser.add_argument("--extra", type=int, default=50)
-    parser.add_argument("--run-timeout", type=float, default=180.0, help="seconds per run, plus count/10")
+    parser.add_argument("--count", type=int, default=600)
+    parser.add_argument("--one-link-count", type=int, default=150)
+    parser.add_argument("--warmup", type=int, default=60)
+    parser.add_argument("--extra", type=int, default=30)
+    parser.add_argument("--run-timeout", type=float, default=240.0, help="seconds per run, plus twice the readings' time")
     parser.add_argument("--setup-only", action="store_true", help="link the controllers, print the handles, stop")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -373,35 +491,60 @@ def main():
 
     without_eatt(adapters)
     result["eatt"] = False
-    processes = start_peripherals(args, peripherals, names)
     failures = 0
-    try:
-        # The set-up: level by level, every link with the same handle at both ends.
-        t0 = time.monotonic()
-        for level, pairs in enumerate(rounds(adapters)[:args.links]):
-            for a, b in pairs:
-                free = (lowest_free(a), lowest_free(b))
-                handles = connect(a, b, addresses)
-                entry = {"level": level, "initiator": a, "target": b, "lowest_free": free, "handles": handles}
-                result["setup"].append(entry)
-                ok = handles[0] is not None and handles[0] == handles[1] == FIRST_HANDLE + level
-                if not ok:
-                    failures += 1
-                log(f"level {level}: {a} -> {b}: handles {handles[0]} / {handles[1]}{'' if ok else ' (MISMATCH)'}")
-        log(f"set-up: {len(result['setup'])} links in {time.monotonic() - t0:.0f} s; "
-            f"{sum(len(links(adapter)) for adapter in adapters) // 2} links up")
-        result["links_up_at_once"] = {adapter: len(links(adapter)) for adapter in adapters}
-        forget_hci0(addresses, peripherals)
-        result["free_for_hci0"] = {adapter: lowest_free(adapter) for adapter in peripherals[:args.links]}
-        log(f"after hci0 left: lowest free handles {result['free_for_hci0']}")
-        if args.setup_only or failures:
-            print(json.dumps(result, indent=1))
-            return 1 if failures else 0
+    processes = []
 
+    def prepare(link_count, first):
+        """Fresh links for one central run: after a run, the peripherals' controllers could keep
+        a link to hci0 that hci0 had disconnected (so their lowest free handles no longer matched
+        hci0's), so every run but the first starts from powered-off adapters and its own set-up."""
+        nonlocal processes
+        t0 = time.monotonic()
+        if not first:
+            stop(processes)
+            processes = []
+            power_cycle(adapters)
+        processes = start_peripherals(args, peripherals, names)
+        setup = []
+        mismatches = 0
+        if link_count > 1:  # level by level, every link with the same handle at both ends
+            for level, pairs in enumerate(rounds(adapters)[:link_count]):
+                for a, b in pairs:
+                    free = (lowest_free(a), lowest_free(b))
+                    handles = connect(a, b, addresses)
+                    setup.append({"level": level, "initiator": a, "target": b, "lowest_free": free, "handles": handles})
+                    ok = handles[0] is not None and handles[0] == handles[1] == FIRST_HANDLE + level
+                    mismatches += 0 if ok else 1
+                    log(f"level {level}: {a} -> {b}: handles {handles[0]} / {handles[1]}{'' if ok else ' (MISMATCH)'}")
+            up = {adapter: len(links(adapter)) for adapter in adapters}
+            log(f"set-up: {len(setup)} links in {time.monotonic() - t0:.0f} s; {sum(up.values()) // 2} links up")
+            result.setdefault("links_up_at_once", up)
+        forget_hci0(addresses, peripherals)
+        free = {adapter: lowest_free(adapter) for adapter in peripherals[:link_count]}
+        expected = {adapter: FIRST_HANDLE + index for index, adapter in enumerate(peripherals[:link_count])}
+        if free != expected:
+            mismatches += 1
+        log(f"ready for {link_count} link(s) in {time.monotonic() - t0:.0f} s: lowest free handles {free}"
+            f"{'' if free == expected else f' (expected {expected})'}")
+        result["setup"].append({"links": link_count, "seconds": round(time.monotonic() - t0, 1), "links_made": setup,
+                                "free_for_hci0": free})
+        return mismatches
+
+    try:
         plan = [(args.links, args.runs)] + ([(1, args.one_link_runs)] if args.links > 1 else [])
+        if args.setup_only:
+            plan = [(args.links, 0)]
+            failures += prepare(args.links, True)
+        first = True
         for link_count, runs in plan:
             for index in range(2 * runs):
                 side = "bluezkit" if index % 4 in (0, 3) else "bleak"
+                if prepare(link_count, first):
+                    failures += 1
+                    log(f"{link_count} link(s), run {index + 1} {side}: skipped, the set-up failed")
+                    first = False
+                    continue
+                first = False
                 run = run_central(args, side, link_count, addresses, peripherals)
                 run["run"] = index + 1
                 result["runs"].append(run)
@@ -412,8 +555,12 @@ def main():
                     log(f"{link_count} link(s), run {index + 1} {side}: {run['notifications_per_s']:.1f}/s "
                         f"({link_count * 1000 / args.interval_ms:.0f}/s offered), "
                         f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, per link {run.get('per_link')}, "
-                        f"{run['total_s']:.0f} s in all")
-        forget_hci0(addresses, peripherals)
+                        f"handles {run.get('handles')}, {run['total_s']:.0f} s in all")
+                    log(f"  threads (ms per notification): {run.get('threads_cpu_ms_per_notification')}; "
+                        f"daemons: {run.get('daemons_cpu_ms_per_notification')}")
+        if args.setup_only:
+            print(json.dumps(result, indent=1))
+            return 1 if failures else 0
     finally:
         stop(processes)
         logdir = os.environ.get("BLUEZ_VM_LOGDIR")

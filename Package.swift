@@ -130,6 +130,13 @@ let package = Package(
             path: "Benchmarks/L2CAPBenchmark",
             swiftSettings: strictSettings
         ),
+        // One central reading many heart-rate sensors (Scripts/benchmark --only gateway).
+        .executableTarget(
+            name: "GatewayBenchmark",
+            dependencies: ["BlueZKit"],
+            path: "Benchmarks/GatewayBenchmark",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],

@@ -44,7 +44,9 @@ FIRST_DYNAMIC_CID = 0x0040
 ATT_REQUESTS = {0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20}
 ATT_RESPONSES = {0x01, 0x03, 0x05, 0x07, 0x09, 0x0B, 0x0D, 0x0F, 0x11, 0x13, 0x17, 0x19, 0x21}
 ATT_WRITE_REQUEST = 0x12
-ATT_NOTIFICATION = 0x1B
+# A Handle Value Notification, or over EATT (bluetoothd 5.66 on both ends) a Multiple Handle
+# Value Notification carrying one value.
+ATT_NOTIFICATIONS = (0x1B, 0x23)
 PHASES = ("to_create_connection_ms", "link_ms", "att_waiting_ms", "att_host_ms", "notification_wait_ms",
           "delivery_ms", "att_requests")
 
@@ -115,13 +117,19 @@ def phases(events, discovered, first_reading, central=0):
     complete = first(lambda e: e[2] == "complete" and e[3] == 0, create[0])
     if complete is None:
         return {"hci_error": "no successful LE connection complete"}
-    subscribe = first(lambda e: e[2] == "att-tx" and e[3][0] == ATT_WRITE_REQUEST and e[3][1][2:4] == b"\x01\x00",
-                      complete[0])
-    if subscribe is None:
-        return {"hci_error": "no client characteristic configuration write enabling notifications"}
-    notification = first(lambda e: e[2] == "att-rx" and e[3][0] == ATT_NOTIFICATION, subscribe[0])
+    # The notification read is the last one hci0 received before the reading, and the
+    # subscription the last write enabling notifications before it: bluetoothd subscribes to
+    # other characteristics of its own (Service Changed, the battery level) at other times.
+    def last(predicate, before):
+        return next((e for e in reversed(window) if e[0] <= before and e[0] >= complete[0] and predicate(e)), None)
+
+    notification = last(lambda e: e[2] == "att-rx" and e[3][0] in ATT_NOTIFICATIONS, first_reading + 0.001)
     if notification is None:
         return {"hci_error": "no notification before the first reading"}
+    subscribe = last(lambda e: e[2] == "att-tx" and e[3][0] == ATT_WRITE_REQUEST and e[3][1][2:4] == b"\x01\x00",
+                     notification[0])
+    if subscribe is None:
+        return {"hci_error": "no client characteristic configuration write enabling notifications"}
     # Time with at least one request of the central's unanswered (one per bearer at a time).
     waiting, requests, bearers, since = 0.0, 0, set(), None
     for seconds, _, kind, detail in window:

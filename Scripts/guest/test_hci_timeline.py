@@ -91,6 +91,18 @@ class PhasesTests(unittest.TestCase):
         figures = hci_timeline.phases(hci_timeline.read_events(self.write(records)), BASE, BASE + 0.250)
         self.assertEqual((figures["att_waiting_ms"], figures["att_requests"]), (65.0, 5))
 
+    def test_an_earlier_subscription_of_bluetoothds_own_and_a_multiple_notification(self):
+        records = self.run_records()
+        # bluetoothd enables Service Changed indications... as notifications, earlier (0.120):
+        # not the subscription. The value comes as a Multiple Handle Value Notification (EATT).
+        records[11:11] = [record(BASE + 0.120, 0, TX, att(bytes([0x12, 0x03, 0x00, 0x01, 0x00]))),
+                          record(BASE + 0.125, 0, RX, att(bytes([0x13])))]
+        records[-1] = record(BASE + 0.240, 0, RX, att(bytes([0x23, 0x0D, 0x00, 0x02, 0x00, 0x16, 0x48]), cid=0x41))
+        figures = hci_timeline.phases(hci_timeline.read_events(self.write(records)), BASE, BASE + 0.250)
+        self.assertEqual(
+            (figures["att_waiting_ms"], figures["att_host_ms"], figures["notification_wait_ms"], figures["att_requests"]),
+            (55.0, 85.0, 40.0, 5))
+
     def test_a_record_cut_short_at_the_end_is_ignored(self):
         events = hci_timeline.read_events(self.write(self.run_records(), truncate=3))
         self.assertEqual(events[-1][0], BASE + 0.230)  # the last whole record

@@ -53,6 +53,14 @@ package final class BlueZObjectCache: @unchecked Sendable {
     /// Why the last `GetManagedObjects` failed; nil once one succeeded or bluetoothd left.
     private(set) package var loadError: DBusError?
     private var generation = 0
+    /// The objects whose `Value` changed last, most recent first, with their place in `objects`:
+    /// a notification finds its object by comparing its path with a few C strings instead of
+    /// making a Swift string and hashing it. A place stays valid while `objects` gains and
+    /// loses no object (values changed in place keep every index); `forgetValueSlots()` runs
+    /// wherever it might.
+    private var valueSlots: [ValueSlot] = []
+    /// At most this many value slots (a gateway's links each notify through one or two).
+    static let maximumValueSlots = 8
     /// Signals received while a load is outstanding (nil when none is).
     private var heldSignals: [(SignalKind, DBusMessage)]?
     /// More held signals than this (a storm during a slow load) start the load again.
@@ -126,6 +134,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
     private func ownerChanged(_ owner: BusName?) {
         generation += 1
         let wasLoaded = isLoaded
+        forgetValueSlots()
         objects.removeAll()
         isLoaded = false
         loadError = nil
@@ -162,6 +171,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
         switch result {
         case .success(let reply):
             if let tree = Self.decodeManagedObjects(reply: reply) {
+                forgetValueSlots()
                 objects = tree
                 isLoaded = true
                 loadError = nil
@@ -211,6 +221,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
         guard isLoaded, let args = try? message.arguments(), args.count == 2,
             let path = args[0].objectPathValue, let added = Self.decodeInterfaces(args[1])
         else { return }
+        forgetValueSlots()
         objects[path, default: [:]].merge(added) { _, new in new }
         events(.interfacesAdded(path, added))
     }
@@ -220,37 +231,84 @@ package final class BlueZObjectCache: @unchecked Sendable {
         guard isLoaded, let args = try? message.arguments(), args.count == 2,
             let path = args[0].objectPathValue, let removed = args[1].stringArrayValue
         else { return }
+        forgetValueSlots()
         for interface in removed { objects[path]?[interface] = nil }
         if objects[path]?.isEmpty == true { objects[path] = nil }
         events(.interfacesRemoved(path, removed))
     }
 
     private func propertiesChanged(_ message: DBusMessage) {
-        guard !held(.propertiesChanged, message) else { return }
-        guard isLoaded, let path = message.path, let index = objects.index(forKey: path) else { return }
-        // The hottest signal (a value notified through StartNotify, or read): the path looked up
-        // once, the value stored in place.
+        guard !held(.propertiesChanged, message), isLoaded else { return }
+        // The hottest signal (a value notified through StartNotify, or read): the object found
+        // among the value slots, the value stored in place.
         if let (interface, bytes) = Self.valueChange(message) {
-            guard Self.storeValue(.bytes(bytes), of: interface.rawValue, in: &objects.values[index]) else { return }
+            guard let path = storeValue(.bytes(bytes), of: message, interface: interface.rawValue) else { return }
             return events(.valueChanged(path, interface: interface.rawValue, bytes))
         }
-        guard let change = message.propertiesChange(), objects.values[index][change.interface] != nil else { return }
+        guard let path = message.path, let index = objects.index(forKey: path), let change = message.propertiesChange(),
+            let before = objects.values[index][change.interface]?.count
+        else { return }
         for (name, value) in change.changed { objects.values[index][change.interface]![name] = value }
         for name in change.invalidated { objects.values[index][change.interface]![name] = nil }
+        // A property that came or went moves the others: the value slots' places are stale.
+        if objects.values[index][change.interface]!.count != before || !change.invalidated.isEmpty {
+            forgetValueSlots()
+        }
         events(
             .propertiesChanged(
                 path, interface: change.interface, changed: change.changed, invalidated: change.invalidated))
     }
 
-    static let valueProperty = "Value"
-
-    /// Sets `Value` of `interface` in place, with one lookup of the interface; false (nothing
-    /// stored) when the object does not have it.
-    private static func storeValue(_ value: DBusValue, of interface: String, in interfaces: inout Interfaces) -> Bool {
-        guard let index = interfaces.index(forKey: interface) else { return false }
-        interfaces.values[index][valueProperty] = value
-        return true
+    /// Where an object's `Value` is in `objects`: the object, its interface, the property.
+    private struct ValueSlot {
+        let path: ObjectPath
+        let interface: String
+        let index: [ObjectPath: Interfaces].Index
+        let interfaceIndex: Interfaces.Index
+        let valueIndex: [String: DBusValue].Index
     }
+
+    /// Stores `value` as `Value` of `interface` of the object `message` is about, in place, and
+    /// returns the object's path; nil (nothing stored) when the cache has no such object or it
+    /// has no such interface. A recent object is found by comparing C strings; another one by
+    /// lookups in `objects`, and it becomes the most recent slot.
+    private func storeValue(_ value: DBusValue, of message: DBusMessage, interface: String) -> ObjectPath? {
+        if let position = valueSlots.firstIndex(where: { message.hasPath($0.path) }),
+            valueSlots[position].interface == interface
+        {
+            let slot = valueSlots[position]
+            objects.values[slot.index].values[slot.interfaceIndex].values[slot.valueIndex] = value
+            if position > 0 {
+                valueSlots.remove(at: position)
+                valueSlots.insert(slot, at: 0)
+            }
+            return slot.path
+        }
+        guard let path = message.path, let index = objects.index(forKey: path),
+            let interfaceIndex = objects.values[index].index(forKey: interface)
+        else { return nil }
+        let count = objects.values[index].values[interfaceIndex].count
+        objects.values[index].values[interfaceIndex][Self.valueProperty] = value
+        // A property added moves the others of this object: no slot may keep their places.
+        if objects.values[index].values[interfaceIndex].count != count { forgetValueSlots() }
+        guard let valueIndex = objects.values[index].values[interfaceIndex].index(forKey: Self.valueProperty) else {
+            return path
+        }
+        valueSlots.removeAll { $0.path == path }
+        if valueSlots.count == Self.maximumValueSlots { valueSlots.removeLast() }
+        valueSlots.insert(
+            ValueSlot(
+                path: path, interface: interface, index: index, interfaceIndex: interfaceIndex, valueIndex: valueIndex),
+            at: 0)
+        return path
+    }
+
+    /// Drops the value slots: called before `objects` gains or loses an object.
+    private func forgetValueSlots() {
+        if !valueSlots.isEmpty { valueSlots.removeAll() }
+    }
+
+    static let valueProperty = "Value"
 
     /// A characteristic's or descriptor's new `Value` and nothing else, with its interface.
     private static func valueChange(_ message: DBusMessage) -> (InterfaceName, [UInt8])? {

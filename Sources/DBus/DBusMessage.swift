@@ -108,6 +108,11 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
     }
 
     package var path: ObjectPath? { dbus_message_get_path(raw).map { ObjectPath(trusted: String(cString: $0)) } }
+    /// Whether the message's path is `path`, compared with libdbus's C string (no Swift string
+    /// is made).
+    package func hasPath(_ path: ObjectPath) -> Bool {
+        path.rawValue.withCString { dbus_message_has_path(raw, $0) != 0 }
+    }
     package var interface: InterfaceName? {
         dbus_message_get_interface(raw).map { InterfaceName(trusted: String(cString: $0)) }
     }

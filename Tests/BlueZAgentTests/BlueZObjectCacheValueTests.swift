@@ -148,3 +148,95 @@ import Testing
         #expect(bus.app.queue.sync { cache.objects[unknown] } == nil)
     }
 }
+
+/// The fast path's remembered places (`BlueZObjectCache`'s value slots) never outlive the shape
+/// of the tree they point into: objects added and removed around a notifying characteristic,
+/// its own removal and return, an invalidated `Value` that comes back, more notifying objects
+/// than slots. Each value lands where a lookup would put it, and nothing traps.
+@Suite struct BlueZObjectCacheValueSlotTests {
+    typealias Base = BlueZObjectCacheValueTests
+
+    static func gattObject(_ uuid: String, value: [UInt8]) -> DBusValue {
+        .dictionary(
+            key: "s", value: "a{sv}",
+            [
+                .init(
+                    .string(Base.gattCharacteristic),
+                    .stringVariantDictionary(["UUID": .string(uuid), "Value": .bytes(value)]))
+            ])
+    }
+
+    static func added(_ bus: AgentTestBus, _ path: ObjectPath, value: [UInt8]) {
+        bus.bluetoothd.emit(
+            path: .root, interface: .objectManager, member: "InterfacesAdded",
+            arguments: [.objectPath(path), gattObject("00002a39-0000-1000-8000-00805f9b34fb", value: value)])
+    }
+
+    static func removed(_ bus: AgentTestBus, _ path: ObjectPath) {
+        bus.bluetoothd.emit(
+            path: .root, interface: .objectManager, member: "InterfacesRemoved",
+            arguments: [.objectPath(path), .stringArray([Base.gattCharacteristic])])
+    }
+
+    static func value(_ bus: AgentTestBus, _ path: ObjectPath, _ bytes: [UInt8]) {
+        bus.bluetoothd.emitPropertiesChanged(
+            path: path, interface: try! InterfaceName(Base.gattCharacteristic), changed: ["Value": .bytes(bytes)])
+    }
+
+    @Test func valuesLandWhereALookupWouldPutThemWhateverTheTreeDidMeanwhile() async throws {
+        let (bus, cache, recorder) = try await Base.start()
+        defer { withExtendedLifetime(bus) {} }
+        let characteristic = Base.characteristic
+        Self.value(bus, characteristic, [1])
+        // Enough new objects to make the tree grow its storage, then each notifying once: more
+        // notifying objects than there are slots.
+        let many = (0..<40).map { try! ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_25/service0010/char\(100 + $0)") }
+        for path in many { Self.added(bus, path, value: [0]) }
+        Self.value(bus, characteristic, [2])
+        for (number, path) in many.enumerated() { Self.value(bus, path, [UInt8(number)]) }
+        // The characteristic goes and comes back (a service change), then notifies.
+        Self.removed(bus, characteristic)
+        Self.value(bus, characteristic, [3])  // no such object now: ignored
+        Self.added(bus, characteristic, value: [0])
+        Self.value(bus, characteristic, [4])
+        // Its Value invalidated, then notified again: the property comes back.
+        bus.bluetoothd.emitPropertiesChanged(
+            path: characteristic, interface: try InterfaceName(Base.gattCharacteristic), changed: [:],
+            invalidated: ["Value"])
+        Self.value(bus, characteristic, [5])
+        // Half of the many go; the others and the characteristic notify again.
+        for path in many.prefix(20) { Self.removed(bus, path) }
+        for (number, path) in many.enumerated().dropFirst(20) { Self.value(bus, path, [UInt8(number), 1]) }
+        Self.value(bus, characteristic, [6])
+        try await waitUntil("the last value") { recorder.log.last == "value char000b [6]" }
+
+        let values = recorder.log.filter { $0.hasPrefix("value char000b") }
+        let expectedValues: [String] = [1, 2, 4, 5, 6].map { "value char000b [\($0)]" }
+        #expect(values == expectedValues)
+        #expect(Base.properties(cache, bus)?["Value"] == .bytes([6]))
+        #expect(Base.properties(cache, bus)?["UUID"] == .string("00002a39-0000-1000-8000-00805f9b34fb"))
+        for (number, path) in many.enumerated() {
+            let expected: DBusValue? = number < 20 ? nil : .bytes([UInt8(number), 1])
+            let stored: DBusValue? = Base.properties(cache, bus, at: path)?["Value"]
+            #expect(stored == expected, "\(path)")
+        }
+        // Each value that was stored was reported once: the characteristic's 5, the many's 40 + 20.
+        let reported = recorder.log.filter { $0.hasPrefix("value ") }.count
+        #expect(reported == 65)
+    }
+
+    @Test func afterBluetoothdRestartsValuesFindTheReloadedTree() async throws {
+        let (bus, cache, recorder) = try await Base.start()
+        defer { withExtendedLifetime(bus) {} }
+        Self.value(bus, Base.characteristic, [1])
+        try await waitUntil("the first value") { recorder.log.last == "value char000b [1]" }
+        // bluetoothd leaves and comes back: the cache empties and loads the tree again.
+        try await bus.bluetoothd.releaseName("org.bluez")
+        try await waitUntil("vanished") { recorder.log.last == "other" }
+        #expect(try await bus.bluetoothd.requestName("org.bluez") == .primaryOwner)
+        try await waitUntil("loaded again") { recorder.log.last == "loaded" }
+        Self.value(bus, Base.characteristic, [2])
+        try await waitUntil("the value after the restart") { recorder.log.last == "value char000b [2]" }
+        #expect(Base.properties(cache, bus)?["Value"] == .bytes([2]))
+    }
+}

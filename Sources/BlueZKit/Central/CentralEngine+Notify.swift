@@ -141,17 +141,22 @@ extension CentralEngine {
     /// A `Value` change from bluetoothd: a notification when we subscribed with `StartNotify`.
     ///
     /// The hottest event of a subscribed central: one lookup in `notifyRoutes` once the first
-    /// value of the attribute found its characteristic and peripheral in the model.
+    /// value of the attribute found its characteristic and peripheral in the model, none while
+    /// the same attribute notifies again (`lastNotifyRoute`).
     func valueChanged(_ attribute: AttributeID, _ bytes: [UInt8]) {
         let route: NotifyRoute
-        if let known = notifyRoutes[attribute] {
+        if let last = lastNotifyRoute, last.attribute == attribute {
+            route = last.route
+        } else if let known = notifyRoutes[attribute] {
             route = known
+            lastNotifyRoute = (attribute, known)
         } else {
             guard let id = attribute.device, let characteristic = gatt[id]?.startNotifyTarget(attribute),
                 let peripheral = peripherals[id]
             else { return }
             route = NotifyRoute(peripheral: peripheral, characteristic: characteristic)
             notifyRoutes[attribute] = route
+            lastNotifyRoute = (attribute, route)
         }
         manager?.postNotification(Data(bytes), of: route.characteristic, from: route.peripheral)
     }
@@ -166,6 +171,7 @@ extension CentralEngine {
     /// is never older than the model it was read from.
     func forgetNotifyRoutes() {
         if !notifyRoutes.isEmpty { notifyRoutes.removeAll() }
+        lastNotifyRoute = nil
     }
 }
 

@@ -29,6 +29,9 @@ final class CentralEngine: @unchecked Sendable {
     /// Where `StartNotify` values of each attribute go, as `gatt` and `peripherals` said when
     /// the first one came (`CentralEngine+Notify.swift`); emptied whenever either changes.
     var notifyRoutes: [AttributeID: NotifyRoute] = [:]
+    /// The route `valueChanged` took last: the next value of the same attribute comes with the
+    /// same path string (the object cache's), so it is found without hashing.
+    var lastNotifyRoute: (attribute: AttributeID, route: NotifyRoute)?
     var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
     var lastSeenRSSI: [DeviceID: Int16] = [:]

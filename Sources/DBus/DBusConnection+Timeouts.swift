@@ -58,20 +58,18 @@ extension DBusConnection {
     }
 
     private func armTimeoutTimer(at deadline: UInt64) {
-        let timer: any DispatchSourceTimer
-        if let existing = timeouts.timer {
-            timer = existing
-        } else {
-            timer = DispatchSource.makeTimerSource(queue: queue)
-            timer.setEventHandler { [weak self] in self?.timeoutTimerFired() }
-            timeouts.timer = timer
-            timer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
-            timer.resume()
-            timeouts.armedDeadline = deadline
-            return
-        }
+        let timer = timeouts.timer ?? makeTimeoutTimer()
         timer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
         timeouts.armedDeadline = deadline
+    }
+
+    /// The connection's one timeout timer, made on first use (resumed: it fires once scheduled).
+    private func makeTimeoutTimer() -> any DispatchSourceTimer {
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.setEventHandler { [weak self] in self?.timeoutTimerFired() }
+        timeouts.timer = timer
+        timer.resume()
+        return timer
     }
 
     /// Handles every timeout that is due, drains, and arms the timer for the earliest one left.

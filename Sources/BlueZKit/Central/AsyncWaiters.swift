@@ -1,5 +1,6 @@
 import Foundation
 import Locking
+import Synchronization
 
 /// The async/await side of a central manager: callers waiting for a connection, a read, a
 /// discovery, and streams of a characteristic's values, resumed from the same events the
@@ -39,6 +40,10 @@ final class AsyncWaiters: Sendable {
     }
 
     private let state = PosixMutex(State())
+    /// False only when no read and no stream waits for a characteristic's value: then a
+    /// notification (every one comes through `gattChanged`) takes no lock. Set under the lock
+    /// by each read and stream added; cleared under it by a value that finds none left.
+    private let valuesAwaited = Atomic<Bool>(false)
 
     func makeID() -> UInt64 {
         state.withLock { state in
@@ -54,7 +59,10 @@ final class AsyncWaiters: Sendable {
     }
 
     func waitForRead(of characteristic: Characteristic, id: UInt64, _ c: CheckedContinuation<Data, any Error>) {
-        state.withLock { $0.reads[Key(characteristic), default: []].append(Waiter(id: id, continuation: c)) }
+        state.withLock {
+            $0.reads[Key(characteristic), default: []].append(Waiter(id: id, continuation: c))
+            valuesAwaited.store(true, ordering: .releasing)
+        }
     }
 
     func waitForServices(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<[Service], any Error>) {
@@ -109,6 +117,7 @@ final class AsyncWaiters: Sendable {
         state.withLock {
             $0.streams[Key(characteristic), default: [:]][id] = Stream(
                 peripheral: Key(peripheral), continuation: continuation)
+            valuesAwaited.store(true, ordering: .releasing)
         }
     }
 
@@ -193,9 +202,15 @@ final class AsyncWaiters: Sendable {
         case .readyToSendWriteWithoutResponse:
             for waiter in take(Key(peripheral), \.writeRoom) { waiter.continuation.resume() }
         case .value(let characteristic, let data, let error):
-            // Every notification comes here: one lock, and nothing copied when nobody waits.
+            // Every notification comes here: no lock when nobody waits for values at all, one
+            // lock and nothing copied when nobody waits for this characteristic's.
+            guard valuesAwaited.load(ordering: .acquiring) else { return }
             let key = Key(characteristic)
             let (reads, streams) = state.withLock { state -> ([Waiter<Data>], [Stream]) in
+                if state.reads.isEmpty && state.streams.isEmpty {
+                    valuesAwaited.store(false, ordering: .releasing)
+                    return ([], [])
+                }
                 let reads = state.reads.isEmpty ? [] : (state.reads.removeValue(forKey: key) ?? [])
                 let streams = state.streams.isEmpty ? [] : Array((state.streams[key] ?? [:]).values)
                 return (reads, streams)

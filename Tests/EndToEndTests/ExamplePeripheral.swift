@@ -57,36 +57,15 @@ final class ExamplePeripheral: @unchecked Sendable {
     /// central keeps its links when it exits; a test that then connects would get the old link
     /// and the old link's GATT client). Throws when a device is still there after 20 s.
     static func forgetKnownDevices() async throws {
-        let adapters = try await adapterPaths()
-        for adapter in adapters {
-            try await PairingTools.removeDevices(on: String(adapter.dropFirst("/org/bluez/".count)))
-        }
+        for device in try await PairingTools.devicePaths() { try await PairingTools.removeDevice(device) }
         var left: [String] = []
         let cleared: () async throws -> Bool = {
-            left = (try? await devicePaths()) ?? ["(busctl failed)"]
+            left = (try? await PairingTools.devicePaths()) ?? ["(busctl failed)"]
             if !left.isEmpty { try await Task.sleep(for: .milliseconds(100)) }  // busctl is a process
             return left.isEmpty
         }
         try await pollUntil(
             "every device forgotten", timeout: .seconds(20), diagnostics: { "still there: \(left)" }, cleared)
-    }
-
-    /// The adapters' object paths (`/org/bluez/hciN`).
-    private static func adapterPaths() async throws -> [String] {
-        try await objectPaths().filter { $0.hasPrefix("/org/bluez/hci") && !$0.dropFirst(11).contains("/") }
-    }
-
-    /// The devices' object paths (`/org/bluez/hciN/dev_…`) of every adapter.
-    private static func devicePaths() async throws -> [String] {
-        try await objectPaths().filter { path in
-            let parts = path.split(separator: "/")
-            return parts.count == 4 && parts[2].hasPrefix("hci") && parts[3].hasPrefix("dev_")
-        }
-    }
-
-    private static func objectPaths() async throws -> [String] {
-        try await Tool.output("/usr/bin/busctl", ["--list", "tree", "org.bluez"], timeout: .seconds(10))
-            .split(separator: "\n").map { String($0.trimmingCharacters(in: .whitespaces)) }
     }
 
     func log(_ script: String) -> String {

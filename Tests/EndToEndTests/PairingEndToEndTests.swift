@@ -151,14 +151,26 @@ enum PairingTools {
 
     /// `Adapter1.RemoveDevice` for every device of `adapter`: its keys go too.
     static func removeDevices(on adapter: String) async throws {
-        let prefix = "/org/bluez/\(adapter)/dev_"
-        let tree = try await Tool.run("/usr/bin/busctl", ["--list", "tree", "org.bluez"]).output
-        let devices = tree.split(separator: "\n").map(String.init)
-            .filter { $0.hasPrefix(prefix) && !$0.dropFirst(prefix.count).contains("/") }
-        for device in devices {
-            _ = try await Tool.run(
-                "/usr/bin/busctl",
-                ["call", "org.bluez", "/org/bluez/\(adapter)", "org.bluez.Adapter1", "RemoveDevice", "o", device])
-        }
+        for device in try await devicePaths(on: adapter) { try await removeDevice(device) }
+    }
+
+    /// `Adapter1.RemoveDevice` for the device at `path` (`/org/bluez/hciN/dev_…`). busctl waits
+    /// for bluetoothd's answer, which comes once a connected device is disconnected.
+    static func removeDevice(_ path: String) async throws {
+        let adapter = path.split(separator: "/").prefix(3).joined(separator: "/")
+        _ = try await Tool.run(
+            "/usr/bin/busctl", ["call", "org.bluez", "/\(adapter)", "org.bluez.Adapter1", "RemoveDevice", "o", path])
+    }
+
+    /// The object paths of the devices of `adapter` (`/org/bluez/hciN/dev_…`), or of every
+    /// adapter when it is nil.
+    static func devicePaths(on adapter: String? = nil) async throws -> [String] {
+        try await Tool.output("/usr/bin/busctl", ["--list", "tree", "org.bluez"], timeout: .seconds(10))
+            .split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { path in
+                let parts = path.split(separator: "/")  // org, bluez, hciN, dev_…
+                return parts.count == 4 && parts[2].hasPrefix("hci") && parts[3].hasPrefix("dev_")
+                    && adapter.map { parts[2] == $0 } ?? true
+            }
     }
 }

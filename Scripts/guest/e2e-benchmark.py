@@ -70,50 +70,21 @@ import subprocess
 import sys
 import time
 
+import guest_common
 import hci_timeline
+from guest_common import busctl, cpu_ticks, devices, die, log, wait_until
+
+guest_common.PROGRAM = "e2e-benchmark"
 
 NAME = "BlueZKit Bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def log(message):
-    sys.stderr.write(f"e2e-benchmark: {message}\n")
-    sys.stderr.flush()
-
-
-def die(message):
-    log(f"error: {message}")
-    sys.exit(1)
-
-
 # --- BlueZ over busctl ------------------------------------------------------------------
-
-
-def busctl(*args, check=False):
-    result = subprocess.run(["busctl", *args], capture_output=True, text=True, timeout=30)
-    if check and result.returncode != 0:
-        raise RuntimeError(f"busctl {' '.join(args)}: {result.stderr.strip()}")
-    return result.stdout.strip() if result.returncode == 0 else None
-
-
-def devices(adapter):
-    tree = busctl("--list", "tree", "org.bluez") or ""
-    prefix = f"/org/bluez/{adapter}/dev_"
-    return [path for path in tree.split() if path.startswith(prefix) and "/" not in path[len(prefix):]]
 
 
 def connected(path):
     return busctl("get-property", "org.bluez", path, "org.bluez.Device1", "Connected") == "b true"
-
-
-def wait_until(seconds, check, what):
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            log(f"warning: still not {what} after {seconds} s")
-            return False
-        time.sleep(0.2)
-    return True
 
 
 def forget_peripheral():
@@ -126,13 +97,6 @@ def forget_peripheral():
 
 
 # --- Processes ------------------------------------------------------------------------
-
-
-def cpu_ticks(pid):
-    """utime + stime of the whole process (all threads, exited ones too), in ticks."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
 
 
 class Reader:

@@ -83,31 +83,21 @@ import subprocess
 import sys
 import time
 
+import guest_common
+from guest_common import busctl, busctl_result, cpu_ticks, devices, die, log, wait_until
+
+guest_common.PROGRAM = "gateway-benchmark"
+
 PREFIX = "BlueZKit GW "
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 FIRST_HANDLE = 42
 
 
-def log(message):
-    sys.stderr.write(f"gateway-benchmark: {message}\n")
-    sys.stderr.flush()
-
-
-def die(message):
-    log(f"error: {message}")
-    sys.exit(1)
-
-
 # --- BlueZ over busctl, the kernel's view over hcitool ------------------------------------
 
 
-def busctl(*args):
-    result = subprocess.run(["busctl", *args], capture_output=True, text=True, timeout=60)
-    return result.stdout.strip() if result.returncode == 0 else None, result.stderr.strip()
-
-
 def address(adapter):
-    out, _ = busctl("get-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "Address")
+    out = busctl("get-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "Address")
     if not out:
         die(f"no address for {adapter}")
     return out.split('"')[1]
@@ -122,22 +112,6 @@ def links(adapter):
         if match:
             found[match.group(1)] = int(match.group(2))
     return found
-
-
-def devices(adapter):
-    out, _ = busctl("--list", "tree", "org.bluez")
-    prefix = f"/org/bluez/{adapter}/dev_"
-    return [path for path in (out or "").split() if path.startswith(prefix) and "/" not in path[len(prefix):]]
-
-
-def wait_until(seconds, check, what):
-    deadline = time.monotonic() + seconds
-    while not check():
-        if time.monotonic() > deadline:
-            log(f"warning: still not {what} after {seconds} s")
-            return False
-        time.sleep(0.2)
-    return True
 
 
 def forget_hci0(addresses, peripheral_adapters):
@@ -157,7 +131,7 @@ def forget_hci0(addresses, peripheral_adapters):
 
 
 def powered(adapter):
-    return busctl("get-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "Powered")[0] == "b true"
+    return busctl("get-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1", "Powered") == "b true"
 
 
 def power_cycle(adapters):
@@ -196,11 +170,11 @@ def lowest_free(adapter):
 def connect(initiator, target, addresses):
     """A link initiator -> target through bluetoothd; returns (initiator's handle, target's)."""
     peer = addresses[target]
-    out, err = busctl("call", "org.bluez", f"/org/bluez/{initiator}", "org.bluez.Adapter1", "ConnectDevice",
-                      "a{sv}", "2", "Address", "s", peer, "AddressType", "s", "public")
+    out, err = busctl_result("call", "org.bluez", f"/org/bluez/{initiator}", "org.bluez.Adapter1", "ConnectDevice",
+                             "a{sv}", "2", "Address", "s", peer, "AddressType", "s", "public")
     if out is None:  # known already: Device1.Connect
         path = f"/org/bluez/{initiator}/dev_{peer.replace(':', '_')}"
-        out, err = busctl("call", "org.bluez", path, "org.bluez.Device1", "Connect")
+        out, err = busctl_result("call", "org.bluez", path, "org.bluez.Device1", "Connect")
         if out is None and "Already Connected" not in err:
             log(f"  {initiator} -> {target}: {err}")
     wait_until(40, lambda: peer in links(initiator) and addresses[initiator] in links(target),
@@ -236,7 +210,7 @@ def without_eatt(adapters):
 
     def powered():
         return all(busctl("get-property", "org.bluez", f"/org/bluez/{adapter}", "org.bluez.Adapter1",
-                          "Powered")[0] == "b true" for adapter in adapters)
+                          "Powered") == "b true" for adapter in adapters)
     if not wait_until(60, powered, "powered again after the restart of bluetoothd"):
         die("bluetoothd did not come back")
     log(f"bluetoothd restarted without EATT: {' '.join(command)} -f {config}")
@@ -258,13 +232,6 @@ def rounds(nodes):
 
 
 # --- Processes ------------------------------------------------------------------------
-
-
-def cpu_ticks(pid):
-    """utime + stime of the whole process (all threads, exited ones too), in ticks."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
 
 
 def thread_ticks(pid):

@@ -109,6 +109,15 @@ def decode(data):
     return bpm, contact, energy, rr
 
 
+async def abandon(client):
+    """Drops a client whose set-up failed (a failure to disconnect it too), a second before the next attempt."""
+    try:
+        await client.disconnect()
+    except Exception:  # noqa: BLE001 - the attempt already failed; the next one starts afresh
+        pass
+    await asyncio.sleep(1)
+
+
 def emit(fields):
     sys.stdout.write(json.dumps(fields, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -183,12 +192,8 @@ async def main():
             break
         except Exception as error:  # noqa: BLE001 - reported, then retried
             emit({"event": "error", "message": f"attempt {attempt}: {type(error).__name__}: {error}"})
-            try:
-                await client.disconnect()
-            except Exception:  # noqa: BLE001
-                pass
+            await abandon(client)
             client = None
-            await asyncio.sleep(1)
     if client is None:
         return 1
     emit({"event": "connected", "id": device.address,

@@ -30,7 +30,7 @@ import time
 from bleak import BleakClient, BleakScanner
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bleak_central import MEASUREMENT, decode, tolerate_missing_connected_signal  # noqa: E402
+from bleak_central import MEASUREMENT, abandon, decode, tolerate_missing_connected_signal  # noqa: E402
 
 SERVICE = "0000180d-0000-1000-8000-00805f9b34fb"
 
@@ -131,12 +131,8 @@ async def main():
                 break
             except Exception as error:  # noqa: BLE001 - reported, then retried
                 emit("error", message=f"{name} attempt {attempt}: {type(error).__name__}: {error}")
-                try:
-                    await client.disconnect()
-                except Exception:  # noqa: BLE001
-                    pass
+                await abandon(client)
                 client = None
-                await asyncio.sleep(1)
         if client is None:
             return 1
         clients.append(client)

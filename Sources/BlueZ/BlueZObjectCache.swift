@@ -55,9 +55,9 @@ package final class BlueZObjectCache: @unchecked Sendable {
     private var generation = 0
     /// The objects whose `Value` changed last, most recent first, with their place in `objects`:
     /// a notification finds its object by comparing its path with a few C strings instead of
-    /// making a Swift string and hashing it. A place stays valid while `objects` gains and
-    /// loses no object (values changed in place keep every index); `forgetValueSlots()` runs
-    /// wherever it might.
+    /// making a Swift string and hashing it. A place stays valid while no dictionary on its way
+    /// gains or loses a key (values changed in place keep every index; a stale index would
+    /// trap); `forgetValueSlots()` runs wherever one might.
     private var valueSlots: [ValueSlot] = []
     /// At most this many value slots (a gateway's links each notify through one or two).
     static let maximumValueSlots = 8
@@ -303,7 +303,8 @@ package final class BlueZObjectCache: @unchecked Sendable {
         return path
     }
 
-    /// Drops the value slots: called before `objects` gains or loses an object.
+    /// Drops the value slots: called whenever `objects` gains or loses an object, an object
+    /// gains or loses an interface, or an interface gains or loses a property.
     private func forgetValueSlots() {
         if !valueSlots.isEmpty { valueSlots.removeAll() }
     }

@@ -336,6 +336,8 @@ def main():
     intervals = [int(value) for value in args.intervals.split(",") if value]
     if not intervals or min(intervals) < 1 or args.count < 2 or args.runs < 1:
         die("bad arguments")
+    if args.runs < 2 and not args.skip_central_runs:
+        die("--runs must be at least 2: BlueZKit and bleak take turns, and one run has no bleak side to compare")
     args.workdir = os.environ.get("E2E_WORKDIR") or "/run/e2e-benchmark"
     os.makedirs(args.workdir, exist_ok=True)
 

@@ -9,7 +9,8 @@ final class SignalRecorder: Sendable {
         let id: Int
         let from: Int
         let predicate: @Sendable (Signal) -> Bool
-        let continuation: CheckedContinuation<Signal?, Never>
+        /// Resumed with the matching signal's index in `State.signals`, or nil on timeout.
+        let continuation: CheckedContinuation<Int?, Never>
     }
 
     private struct State {
@@ -23,14 +24,14 @@ final class SignalRecorder: Sendable {
 
     func append(_ message: DBusMessage) {
         let signal = Signal(message)
-        let ready = state.withLock { state -> [Waiter] in
+        let (index, ready) = state.withLock { state -> (Int, [Waiter]) in
             state.signals.append(signal)
             let index = state.signals.count - 1
             let ready = state.waiters.filter { index >= $0.from && $0.predicate(signal) }
             state.waiters.removeAll { waiter in ready.contains { $0.id == waiter.id } }
-            return ready
+            return (index, ready)
         }
-        for waiter in ready { waiter.continuation.resume(returning: signal) }
+        for waiter in ready { waiter.continuation.resume(returning: index) }
     }
 
     /// Everything received so far.
@@ -54,14 +55,22 @@ final class SignalRecorder: Sendable {
             self.cancelWaiter(id)
         }
         defer { timer.cancel() }
-        return await withCheckedContinuation { continuation in
-            let found = state.withLock { state -> Signal? in
-                if let match = state.signals.dropFirst(mark).first(where: predicate) { return match }
+        let index = await withCheckedContinuation { continuation in
+            let found = state.withLock { state -> Int? in
+                if let match = state.signals.indices.dropFirst(mark).first(where: { predicate(state.signals[$0]) }) {
+                    return match
+                }
                 state.waiters.append(Waiter(id: id, from: mark, predicate: predicate, continuation: continuation))
                 return nil
             }
             if let found { continuation.resume(returning: found) }
         }
+        // The signal itself is taken under the lock, not from the continuation: when the
+        // resume comes before the task suspends, Swift's runtime returns without telling
+        // ThreadSanitizer, which then reports the signal's values (built on the bus's
+        // thread) as a race. The lock is the happens-before it can see.
+        guard let index else { return nil }
+        return state.withLock { $0.signals[index] }
     }
 
     /// Like `first`, but records an issue when nothing matches in time.

@@ -78,10 +78,11 @@ extension DBusConnection {
             // Unsafe, not checked: `finish` resumes once, and a checked one costs an allocation.
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
                 call.continuation = continuation
+                let currentQueue = DispatchQueue.getSpecific(key: Self.queueKey)
                 // A task on the connection's executor is on the queue already: send at once.
-                if self.isOnQueue {
+                if currentQueue == ObjectIdentifier(self) {
                     self.startCall(message, timeout: timeout, call)
-                } else if !Self.isOnAnyConnectionQueue {
+                } else if currentQueue == nil {
                     // Send from this thread, as the reading thread reads (see `DBusReadWatchThread`):
                     // on an idle queue libdispatch runs the block here, with no thread to wake, and
                     // the queue's blocks never wait, so neither does this for long. Not from another
@@ -132,10 +133,7 @@ extension DBusConnection {
             return call.finish(.failure(DBusError(.disconnected, "the connection is closed")), connection: self)
         }
         var pending: OpaquePointer? = nil
-        // In Double: `seconds * 1000` overflows (and traps) for huge timeouts,
-        // which become Int32.max, libdbus's "no timeout".
-        let requested = (timeout / .milliseconds(1)).rounded(.up)
-        let milliseconds = requested >= Double(Int32.max) ? Int32.max : Int32(max(1, requested))
+        let milliseconds = Self.libdbusMilliseconds(timeout)
         guard dbus_connection_send_with_reply(raw, message.raw, &pending, milliseconds) != 0, let pending else {
             let reason =
                 dbus_connection_get_is_connected(raw) == 0
@@ -167,6 +165,19 @@ extension DBusConnection {
         } else if dbus_pending_call_get_completed(pending) != 0 {
             completeCall(call, pending)
         }
+    }
+
+    /// `timeout` in whole milliseconds, rounded up, for libdbus: at least 1, and `Int32.max`
+    /// (libdbus's "no timeout") for anything as long or longer. In integers: a division of
+    /// `Duration`s goes through `Double` (two conversions on every call).
+    static func libdbusMilliseconds(_ timeout: Duration) -> Int32 {
+        let (seconds, attoseconds) = timeout.components
+        guard seconds >= 0 else { return 1 }
+        let limit = Int64(Int32.max)
+        guard seconds <= limit / 1000 else { return Int32.max }
+        let perMillisecond: Int64 = 1_000_000_000_000_000
+        let milliseconds = seconds * 1000 + (attoseconds + perMillisecond - 1) / perMillisecond
+        return Int32(min(max(1, milliseconds), limit))
     }
 
     /// Takes `call` out of `pendingCalls` (the last one takes its place); false if it was not there.

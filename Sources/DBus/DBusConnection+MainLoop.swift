@@ -15,10 +15,17 @@ import Dispatch
 /// connection's lock, so they only create, toggle and cancel sources.
 extension DBusConnection {
     /// The reading thread and the dispatch write source of one `DBusWatch`.
-    final class WatchSources {
+    ///
+    /// `@unchecked Sendable`: touched only on the connection's queue, where its handlers run
+    /// (the reading thread's inside `queue.sync`, the write source's on the queue itself).
+    final class WatchSources: @unchecked Sendable {
         var read: DBusReadWatchThread?
         var write: (any DispatchSourceWrite)?
         var writeRunning = false
+        /// Set when libdbus removes the watch (it may then free it): an event already on its
+        /// way is dropped without touching the watch. Its handlers check this, not `watches`,
+        /// saving a hash-table probe per incoming message.
+        var removed = false
     }
 
     func installMainLoop() {
@@ -124,7 +131,7 @@ extension DBusConnection {
             sources.read = DBusReadWatchThread(
                 descriptor: duplicate >= 0 ? duplicate : fd, closesDescriptor: duplicate >= 0, queue: queue
             ) { [weak self] in
-                self?.handleWatch(key, watch, DBUS_WATCH_READABLE.rawValue)
+                self?.handleWatch(sources, watch, DBUS_WATCH_READABLE.rawValue)
             } onFailure: { [weak self] reason in
                 guard let self else { return }
                 DBusLog.warning("the connection's reading thread stopped: \(reason)")
@@ -138,7 +145,7 @@ extension DBusConnection {
         if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
             let sourceFD = Self.duplicateForSource(fd)
             let source = DispatchSource.makeWriteSource(fileDescriptor: sourceFD, queue: queue)
-            source.setEventHandler { [weak self] in self?.handleWatch(key, watch, DBUS_WATCH_WRITABLE.rawValue) }
+            source.setEventHandler { [weak self] in self?.handleWatch(sources, watch, DBUS_WATCH_WRITABLE.rawValue) }
             if sourceFD != fd { source.setCancelHandler { _ = Glibc.close(sourceFD) } }
             sources.write = source
         }
@@ -158,9 +165,9 @@ extension DBusConnection {
         return duplicate >= 0 ? duplicate : fd
     }
 
-    private func handleWatch(_ key: UnsafeMutableRawPointer, _ watch: OpaquePointer, _ condition: UInt32) {
+    private func handleWatch(_ sources: WatchSources, _ watch: OpaquePointer, _ condition: UInt32) {
         // The watch may have been removed or disabled while this event was on its way.
-        guard watches[key] != nil, dbus_watch_get_enabled(watch) != 0 else { return }
+        guard !sources.removed, dbus_watch_get_enabled(watch) != 0 else { return }
         handleThenDrain { _ = dbus_watch_handle(watch, condition) }
     }
 
@@ -196,6 +203,7 @@ extension DBusConnection {
     /// Ends the reading thread and cancels the write source; a suspended source is resumed after
     /// cancelling, because libdispatch must not release a suspended source.
     private func cancel(_ sources: WatchSources) {
+        sources.removed = true
         sources.read?.cancel()
         if let write = sources.write {
             write.cancel()

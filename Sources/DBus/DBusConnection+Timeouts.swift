@@ -24,31 +24,67 @@ extension DBusConnection {
     }
 
     /// The connection's timeouts and their one timer. Queue-confined.
+    ///
+    /// Each enabled timeout keeps its index in `entries`, plus one, as its libdbus data
+    /// (`dbus_timeout_set_data`): adding and removing one (twice per method call) is an index,
+    /// not a hash-table probe. Removal moves the last entry into the hole and updates its index.
     struct TimeoutTable {
-        var entries: [UnsafeMutableRawPointer: TimeoutEntry] = [:]
+        var entries: [TimeoutEntry] = []
         /// Created on first use; cancelled with the main loop.
         var timer: (any DispatchSourceTimer)?
         /// The deadline the timer is armed for, `UInt64.max` when it is not.
         var armedDeadline = UInt64.max
+
+        /// The index of `timeout` in `entries`, nil when it is not there.
+        func index(of timeout: OpaquePointer) -> Int? {
+            guard let data = dbus_timeout_get_data(timeout) else { return nil }
+            let index = Int(bitPattern: data) - 1
+            return index < entries.count && entries[index].timeout == timeout ? index : nil
+        }
+
+        /// Whether `timeout` is still in the table, without touching it (it may have been freed).
+        func contains(_ timeout: OpaquePointer) -> Bool { entries.contains { $0.timeout == timeout } }
+
+        mutating func set(_ entry: TimeoutEntry) {
+            if let index = index(of: entry.timeout) {
+                entries[index] = entry
+            } else {
+                entries.append(entry)
+                Self.setIndex(entries.count - 1, of: entry.timeout)
+            }
+        }
+
+        mutating func remove(_ timeout: OpaquePointer) {
+            guard let index = index(of: timeout) else { return }
+            dbus_timeout_set_data(timeout, nil, nil)
+            let last = entries.removeLast()
+            if index < entries.count {
+                entries[index] = last
+                Self.setIndex(index, of: last.timeout)
+            }
+        }
+
+        private static func setIndex(_ index: Int, of timeout: OpaquePointer) {
+            dbus_timeout_set_data(timeout, UnsafeMutableRawPointer(bitPattern: index + 1), nil)
+        }
     }
 
     /// libdbus added or toggled `timeout`: (re)starts its interval from now, or forgets it when
     /// it is disabled.
     func updateTimeout(_ timeout: OpaquePointer) {
-        let key = UnsafeMutableRawPointer(timeout)
         guard dbus_timeout_get_enabled(timeout) != 0 else {
-            timeouts.entries[key] = nil
+            timeouts.remove(timeout)
             return
         }
         let interval = UInt64(max(1, dbus_timeout_get_interval(timeout))) * 1_000_000
         let deadline = DispatchTime.now().uptimeNanoseconds &+ interval
-        timeouts.entries[key] = TimeoutEntry(timeout: timeout, deadline: deadline, interval: interval)
+        timeouts.set(TimeoutEntry(timeout: timeout, deadline: deadline, interval: interval))
         if deadline < timeouts.armedDeadline { armTimeoutTimer(at: deadline) }
     }
 
     /// libdbus removed `timeout` (its call was answered, cancelled or timed out).
     func removeTimeout(_ timeout: OpaquePointer) {
-        timeouts.entries[UnsafeMutableRawPointer(timeout)] = nil
+        timeouts.remove(timeout)
     }
 
     /// Forgets every timeout and cancels the timer (the main loop is going away).
@@ -76,20 +112,22 @@ extension DBusConnection {
     private func timeoutTimerFired() {
         timeouts.armedDeadline = .max
         let now = DispatchTime.now().uptimeNanoseconds
-        let due = timeouts.entries.filter { $0.value.deadline <= now }
+        let due = timeouts.entries.filter { $0.deadline <= now }
         if !due.isEmpty {
             // Each fires again an interval later unless libdbus removes it (a pending call's does).
-            for (key, entry) in due { timeouts.entries[key]?.deadline = now &+ entry.interval }
+            for entry in due {
+                if let index = timeouts.index(of: entry.timeout) { timeouts.entries[index].deadline = now &+ entry.interval }
+            }
             handleThenDrain {
-                for (key, entry) in due.sorted(by: { $0.value.deadline < $1.value.deadline }) {
-                    // Handling one may remove another (or this one was removed meanwhile).
-                    guard timeouts.entries[key]?.timeout == entry.timeout else { continue }
+                for entry in due.sorted(by: { $0.deadline < $1.deadline }) {
+                    // Handling one may remove (and libdbus free) another: look it up by address only.
+                    guard timeouts.contains(entry.timeout) else { continue }
                     _ = dbus_timeout_handle(entry.timeout)
                 }
             }
         }
         // Unless the main loop went away meanwhile (the table is then empty, the timer gone).
-        if timeouts.timer != nil, let next = timeouts.entries.values.lazy.map(\.deadline).min(),
+        if timeouts.timer != nil, let next = timeouts.entries.lazy.map(\.deadline).min(),
             next < timeouts.armedDeadline
         {
             armTimeoutTimer(at: next)

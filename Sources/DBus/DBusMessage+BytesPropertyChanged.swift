@@ -17,10 +17,9 @@ extension DBusMessage {
         guard !property.utf8.contains(0) else { throw DBusError(.invalidArgs, "string contains a NUL character") }
         // libdbus's limit for one array (2^26 bytes); beyond it, it would abort.
         guard value.count <= 1 << 26 else { throw DBusError(.invalidArgs, "an array longer than 64 MiB") }
-        guard
-            let raw = dbus_message_new_signal(
-                path.rawValue, InterfaceName.properties.rawValue, propertiesChangedMember.rawValue)
-        else { throw DBusError(.noMemory, "cannot allocate a signal") }
+        guard let raw = newSignal(path: path, interface: .properties, member: propertiesChangedMember) else {
+            throw DBusError(.noMemory, "cannot allocate a signal")
+        }
         let message = DBusMessage(owning: raw)
         let ok = interface.rawValue.withCString { interfaceName in
             property.withCString { propertyName in
@@ -32,7 +31,7 @@ extension DBusMessage {
         guard ok else { throw DBusError(.noMemory, "cannot build a PropertiesChanged signal") }
         // After the body: closing the body's containers rewrites the header's signature field,
         // which costs libdbus about three times as much with a destination field before it.
-        if let destination, dbus_message_set_destination(raw, destination.rawValue) == 0 {
+        if let destination, destination.rawValue.withCString({ dbus_message_set_destination(raw, $0) }) == 0 {
             throw DBusError(.noMemory, "cannot address a signal")
         }
         return message

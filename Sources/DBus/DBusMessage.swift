@@ -31,10 +31,16 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
         destination: BusName?, path: ObjectPath, interface: InterfaceName?, member: MemberName,
         arguments: [DBusValue] = []
     ) throws(DBusError) -> DBusMessage {
-        guard
-            let raw = dbus_message_new_method_call(
-                destination?.rawValue, path.rawValue, interface?.rawValue, member.rawValue)
-        else { throw DBusError(.noMemory, "cannot allocate a method call") }
+        let made = path.rawValue.withCString { path in
+            member.rawValue.withCString { member in
+                (destination?.rawValue).withOptionalCString { destination in
+                    (interface?.rawValue).withOptionalCString { interface in
+                        dbus_message_new_method_call(destination, path, interface, member)
+                    }
+                }
+            }
+        }
+        guard let raw = made else { throw DBusError(.noMemory, "cannot allocate a method call") }
         let message = DBusMessage(owning: raw)
         try message.append(arguments)
         return message
@@ -45,13 +51,22 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
         path: ObjectPath, interface: InterfaceName, member: MemberName, destination: BusName? = nil,
         arguments: [DBusValue] = []
     ) throws(DBusError) -> DBusMessage {
-        guard let raw = dbus_message_new_signal(path.rawValue, interface.rawValue, member.rawValue) else {
+        guard let raw = Self.newSignal(path: path, interface: interface, member: member) else {
             throw DBusError(.noMemory, "cannot allocate a signal")
         }
         let message = DBusMessage(owning: raw)
-        if let destination { dbus_message_set_destination(raw, destination.rawValue) }
+        if let destination { destination.rawValue.withCString { _ = dbus_message_set_destination(raw, $0) } }
         try message.append(arguments)
         return message
+    }
+
+    /// A new libdbus signal message with no body yet; nil when libdbus is out of memory.
+    static func newSignal(path: ObjectPath, interface: InterfaceName, member: MemberName) -> OpaquePointer? {
+        path.rawValue.withCString { path in
+            interface.rawValue.withCString { interface in
+                member.rawValue.withCString { member in dbus_message_new_signal(path, interface, member) }
+            }
+        }
     }
 
     /// A successful reply to the method call `call`.
@@ -132,7 +147,8 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
 
     /// Whether the header names `interface` and `member` (cheap: compares C strings, no allocation).
     package func isMember(_ member: MemberName, of interface: InterfaceName) -> Bool {
-        dbus_message_has_member(raw, member.rawValue) != 0 && dbus_message_has_interface(raw, interface.rawValue) != 0
+        member.rawValue.withCString { dbus_message_has_member(raw, $0) != 0 }
+            && interface.rawValue.withCString { dbus_message_has_interface(raw, $0) != 0 }
     }
 
     // MARK: Body

@@ -3,7 +3,12 @@
 /// Containers keep their element signature so that empty arrays and
 /// dictionaries round-trip. Byte arrays (`ay`) have their own case, `bytes`,
 /// read and written in one copy.
-package indirect enum DBusValue: Sendable, Hashable {
+///
+/// Only the cases that hold a value by value (`variant`) or a large payload (`dictionary`: two
+/// signatures and the entries) are `indirect`: a scalar, a string or an array is stored in
+/// place, so decoding one makes no heap box for it (an `indirect` enum boxes every case, an
+/// allocation and a release per value decoded).
+package enum DBusValue: Sendable, Hashable {
     case byte(UInt8)
     case bool(Bool)
     case int16(Int16)
@@ -22,11 +27,11 @@ package indirect enum DBusValue: Sendable, Hashable {
     /// `a<element>` for any element but bytes and dict entries.
     case array(element: DBusSignature, [DBusValue])
     /// `a{<key><value>}`, entries in message order.
-    case dictionary(key: DBusSignature, value: DBusSignature, [DictionaryEntry])
+    indirect case dictionary(key: DBusSignature, value: DBusSignature, [DictionaryEntry])
     /// `(…)`.
     case structure([DBusValue])
     /// `v`.
-    case variant(DBusValue)
+    indirect case variant(DBusValue)
 
     /// One entry of a dictionary.
     package struct DictionaryEntry: Sendable, Hashable {

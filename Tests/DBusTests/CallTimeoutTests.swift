@@ -91,4 +91,40 @@ struct CallTimeoutTests {
         #expect(ContinuousClock.now - start >= .milliseconds(300))
         #expect(held.count == 1)
     }
+
+    /// The table keeps each timeout's index in libdbus's data and fills a hole with its last
+    /// entry: answering the first of four held calls moves the last one's timeout; the short one
+    /// in the middle still times out at its deadline, and the moved one is still answered.
+    @Test func answeringACallKeepsTheOthersTimeouts() async throws {
+        let fixture = try await Fixture()
+        let long = Duration.seconds(30)
+        let short = TestTime.scaled(.milliseconds(600))
+        var tasks: [Task<[DBusValue], any Error>] = []
+        for (index, timeout) in [long, long, short, long].enumerated() {
+            tasks.append(Task { try await fixture.call("Hold", [.uint32(UInt32(index))], timeout: timeout) })
+            try await waitUntil("the server holds call \(index)") { fixture.held.count == index + 1 }
+        }
+        let held = fixture.held.values
+        func id(_ invocation: DBusMethodInvocation) -> UInt32? { (try? invocation.arguments())?.first?.uint32Value }
+        let byID = Dictionary(uniqueKeysWithValues: held.map { (id($0) ?? .max, $0) })
+        byID[0]?.reply([.string("first")])
+        #expect(try await tasks[0].value == [.string("first")])
+        let error = await #expect(throws: DBusError.self) { try await tasks[2].value }
+        #expect(error?.code == .timeout)
+        byID[3]?.reply([.string("moved")])
+        #expect(try await tasks[3].value == [.string("moved")])
+        byID[1]?.reply([.string("second")])
+        #expect(try await tasks[1].value == [.string("second")])
+    }
+
+    /// libdbus takes whole milliseconds: rounded up, never 0 (which it would not accept), and
+    /// `Int32.max` ("no timeout") for anything at least that long.
+    @Test(arguments: [
+        (Duration.zero, Int32(1)), (.seconds(-5), 1), (.nanoseconds(1), 1), (.microseconds(1500), 2),
+        (.milliseconds(250), 250), (.seconds(25), 25_000), (.seconds(2_147_483), 2_147_483_000), (.milliseconds(2_147_483_648), Int32.max),
+        (.seconds(Int64.max), Int32.max), (.milliseconds(Int64.max), Int32.max), (.seconds(1e15), Int32.max),
+    ])
+    func timeoutsBecomeLibdbusMilliseconds(_ timeout: Duration, _ expected: Int32) {
+        #expect(DBusConnection.libdbusMilliseconds(timeout) == expected)
+    }
 }

@@ -1,6 +1,6 @@
 internal import CDBus
 import Dispatch
-import Locking
+import Synchronization
 
 extension DBusConnection {
     /// The default time a method call may take before it fails with `timeout`.
@@ -11,9 +11,9 @@ extension DBusConnection {
     ///
     /// `@unchecked Sendable`: made by the caller and handed to the queue (by `queue.async` or
     /// on it already), every property is touched only on the connection's queue from then on —
-    /// except `reply`, which is written on the queue and read by the caller only under the
-    /// connection's `replyLock`. One object per call, with no lock of its own: the round trip
-    /// is the D-Bus layer's hottest path (`Scripts/benchmark-dbus --only roundtrip`).
+    /// except `reply`, which is written on the queue and read by the caller only after `replied`
+    /// says so. One object per call, with no lock: the round trip is the D-Bus layer's hottest
+    /// path (`Scripts/benchmark-dbus --only roundtrip`).
     final class PendingCall: @unchecked Sendable {
         var pending: OpaquePointer?
         /// Its index in `pendingCalls` while libdbus holds it, -1 otherwise.
@@ -23,14 +23,17 @@ extension DBusConnection {
         /// (`callInOrder`, the calls the connection makes itself), run on the queue.
         var continuation: UnsafeContinuation<Void, Never>?
         var completion: ((Result<DBusMessage, DBusError>) -> Void)?
-        /// The result for a suspended `call`; under the connection's `replyLock`.
+        /// The result for a suspended `call`, written on the queue before `replied` is set.
         ///
         /// Not through the continuation, for ThreadSanitizer: when the reply comes before the
         /// caller has suspended, the runtime's `swift_continuation_await` sees it already resumed
         /// and goes on without telling TSan (its acquire is in the uninstrumented runtime), so TSan
         /// reported the message built on the reading thread and read by the caller as a race.
-        /// A `PosixMutex`, whose lock and unlock TSan follows.
         var reply: Result<DBusMessage, DBusError>?
+        /// Stored (releasing) once `reply` is written; the caller loads it (acquiring) before it
+        /// reads `reply`: an ordering TSan follows (the atomics are compiled into this module),
+        /// at the cost of two plain loads and stores instead of a lock taken twice.
+        let replied = Atomic<Bool>(false)
         /// For libdbus's notify function, which has only this object.
         weak var connection: DBusConnection?
 
@@ -40,7 +43,7 @@ extension DBusConnection {
 
         /// Resumes the caller once and releases the libdbus pending call (cancelling it first
         /// unless it `completed`: libdbus has let go of a completed one already).
-        func finish(_ result: Result<DBusMessage, DBusError>, connection: DBusConnection, completed: Bool = false) {
+        func finish(_ result: Result<DBusMessage, DBusError>, completed: Bool = false) {
             if let pending {
                 if !completed { dbus_pending_call_cancel(pending) }
                 dbus_pending_call_unref(pending)
@@ -48,7 +51,8 @@ extension DBusConnection {
             }
             if let continuation {
                 self.continuation = nil
-                connection.replyLock.withLock { _ in reply = result }
+                reply = result
+                replied.store(true, ordering: .releasing)
                 continuation.resume()
             } else if let completion {
                 self.completion = nil
@@ -70,8 +74,8 @@ extension DBusConnection {
     ///   peer left the bus without answering; `disconnected` when this
     ///   connection closes; `cancelled` when the task is cancelled (the
     ///   pending call is cancelled in libdbus too).
-    package func call(_ message: DBusMessage, timeout: Duration = defaultCallTimeout) async throws(DBusError)
-        -> DBusMessage
+    package nonisolated(nonsending) func call(_ message: DBusMessage, timeout: Duration = defaultCallTimeout)
+        async throws(DBusError) -> DBusMessage
     {
         let call = PendingCall()
         await withTaskCancellationHandler {
@@ -95,7 +99,7 @@ extension DBusConnection {
         } onCancel: {
             queue.async { self.cancelCall(call) }
         }
-        guard let result = replyLock.withLock({ _ in call.reply.take() }) else {
+        guard call.replied.load(ordering: .acquiring), let result = call.reply.take() else {
             preconditionFailure("a call resumed without its reply")
         }
         return try result.get()
@@ -115,7 +119,7 @@ extension DBusConnection {
     }
 
     /// Convenience: a method call built and sent in one step; returns the reply's arguments.
-    package func call(
+    package nonisolated(nonsending) func call(
         destination: BusName?, path: ObjectPath, interface: InterfaceName, member: MemberName,
         arguments: [DBusValue] = [], timeout: Duration = defaultCallTimeout
     ) async throws(DBusError) -> [DBusValue] {
@@ -127,10 +131,10 @@ extension DBusConnection {
     /// Sends `message` for `call`, which waits until its reply, error, timeout or cancellation.
     func startCall(_ message: DBusMessage, timeout: Duration, _ call: PendingCall) {
         if call.cancelled {
-            return call.finish(.failure(DBusError(.cancelled, "the call was cancelled")), connection: self)
+            return call.finish(.failure(DBusError(.cancelled, "the call was cancelled")))
         }
         guard isOpen else {
-            return call.finish(.failure(DBusError(.disconnected, "the connection is closed")), connection: self)
+            return call.finish(.failure(DBusError(.disconnected, "the connection is closed")))
         }
         var pending: OpaquePointer? = nil
         let milliseconds = Self.libdbusMilliseconds(timeout)
@@ -139,7 +143,7 @@ extension DBusConnection {
                 dbus_connection_get_is_connected(raw) == 0
                 ? DBusError(.disconnected, "the connection is closed")
                 : DBusError(.invalidArgs, "this connection cannot pass Unix file descriptors")
-            return call.finish(.failure(reason), connection: self)
+            return call.finish(.failure(reason))
         }
         call.pending = pending
         call.connection = self
@@ -161,7 +165,7 @@ extension DBusConnection {
         if installed == 0 {
             Unmanaged<PendingCall>.fromOpaque(box).release()
             removePendingCall(call)
-            call.finish(.failure(DBusError(.noMemory, "cannot watch the pending call")), connection: self)
+            call.finish(.failure(DBusError(.noMemory, "cannot watch the pending call")))
         } else if dbus_pending_call_get_completed(pending) != 0 {
             completeCall(call, pending)
         }
@@ -200,14 +204,14 @@ extension DBusConnection {
         pendingCalls.removeAll()
         for call in calls {
             call.slot = -1
-            call.finish(.failure(reason), connection: self)
+            call.finish(.failure(reason))
         }
     }
 
     private func completeCall(_ call: PendingCall, _ pending: OpaquePointer) {
         guard removePendingCall(call) else { return }
         guard let reply = dbus_pending_call_steal_reply(pending) else {
-            return call.finish(.failure(DBusError(.noReply, "no reply")), connection: self, completed: true)
+            return call.finish(.failure(DBusError(.noReply, "no reply")), completed: true)
         }
         let message = DBusMessage(owning: reply)
         if message.kind == .error, var error = message.error {
@@ -218,16 +222,16 @@ extension DBusConnection {
                     ? DBusError(.timeout, "no reply within the timeout")
                     : DBusError(.disconnected, "the connection closed before the reply")
             }
-            call.finish(.failure(error), connection: self, completed: true)
+            call.finish(.failure(error), completed: true)
         } else {
-            call.finish(.success(message), connection: self, completed: true)
+            call.finish(.success(message), completed: true)
         }
     }
 
     private func cancelCall(_ call: PendingCall) {
         call.cancelled = true
         if removePendingCall(call) {
-            call.finish(.failure(DBusError(.cancelled, "the call was cancelled")), connection: self)
+            call.finish(.failure(DBusError(.cancelled, "the call was cancelled")))
         }
     }
 }

@@ -51,8 +51,6 @@ package final class DBusConnection: @unchecked Sendable {
     var drainScheduled = false
     /// The calls libdbus holds for us, each knowing its index (`PendingCall.slot`).
     @exclusivity(unchecked) var pendingCalls: [PendingCall] = []
-    /// Guards `PendingCall.reply` between the queue that stores it and the caller that takes it.
-    let replyLock = PosixMutex<Void>(())
     var router = SignalRouter()
     var objects = ObjectTree()
     var nameOwners: [BusName: TrackedName] = [:]

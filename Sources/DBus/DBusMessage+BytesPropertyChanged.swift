@@ -14,7 +14,7 @@ extension DBusMessage {
     package static func bytesPropertyChanged(
         path: ObjectPath, interface: InterfaceName, property: String, value: [UInt8], destination: BusName?
     ) throws(DBusError) -> DBusMessage {
-        guard !property.utf8.contains(0) else { throw DBusError(.invalidArgs, "string contains a NUL character") }
+        guard !property.containsNUL else { throw DBusError(.invalidArgs, "string contains a NUL character") }
         // libdbus's limit for one array (2^26 bytes); beyond it, it would abort.
         guard value.count <= 1 << 26 else { throw DBusError(.invalidArgs, "an array longer than 64 MiB") }
         guard let raw = newSignal(path: path, interface: .properties, member: propertiesChangedMember) else {

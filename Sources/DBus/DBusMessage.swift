@@ -191,6 +191,6 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
 
 extension String {
     var replacingNULs: String {
-        utf8.contains(0) ? String(decoding: utf8.map { $0 == 0 ? UInt8(ascii: "?") : $0 }, as: UTF8.self) : self
+        containsNUL ? String(decoding: utf8.map { $0 == 0 ? UInt8(ascii: "?") : $0 }, as: UTF8.self) : self
     }
 }

@@ -1,5 +1,9 @@
 internal import CDBus
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A validated D-Bus object path, such as `/org/bluez/hci0`.
 package struct ObjectPath: Hashable, Sendable, Comparable, CustomStringConvertible {
     package let rawValue: String
@@ -157,8 +161,9 @@ enum DBusNameCheck {
         _ string: String,
         _ check: (UnsafePointer<CChar>?, UnsafeMutablePointer<CDBus.DBusError>?) -> dbus_bool_t
     ) -> Bool {
-        guard !string.utf8.contains(0) else { return false }
-        return string.withCString { check($0, nil) } != 0
+        let count = string.utf8.count
+        // One pass for both: a NUL inside would end the C string early.
+        return string.withCString { strlen($0) == count && check($0, nil) != 0 }
     }
 }
 

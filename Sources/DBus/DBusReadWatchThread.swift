@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Locking
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -26,15 +27,14 @@ import Locking
 /// thread ends and reports it through `onFailure` (off the queue): the connection can no longer
 /// read, so it must be torn down (or connected again), never left deaf.
 final class DBusReadWatchThread: Sendable {
-    private struct State {
-        var enabled = false
-        var cancelled = false
-        /// The end written to wake the thread; -1 once cancelled (closed under the lock).
-        var wakeWrite: Int32 = -1
-    }
-
     private final class Shared: Sendable {
-        let state = PosixMutex(State())
+        /// The end written to wake the thread; -1 once cancelled (closed under the lock, which
+        /// also orders the changes of `enabled` and `cancelled` with the wake-ups).
+        let wakeWrite = PosixMutex<Int32>(-1)
+        /// Read without the lock by the thread, twice per incoming message (before polling and
+        /// inside `queue.sync`): written only under `wakeWrite`'s lock.
+        let enabled = Atomic<Bool>(false)
+        let cancelled = Atomic<Bool>(false)
     }
 
     private let shared = Shared()
@@ -50,12 +50,12 @@ final class DBusReadWatchThread: Sendable {
         var pair: [Int32] = [-1, -1]
         let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         if socketpair(AF_UNIX, flags, 0, &pair) != 0 { pair = [-1, -1] }
-        shared.state.withLock { $0.wakeWrite = pair[1] }
+        shared.wakeWrite.withLock { $0 = pair[1] }
         let wake = pair[0]
         let shared = self.shared
         Thread.detachNewThread {
             if let failure = Self.run(descriptor, wake: wake, shared: shared, queue: queue, onReadable: onReadable),
-                !shared.state.withLock({ $0.cancelled })
+                !shared.cancelled.load(ordering: .acquiring)
             {
                 onFailure(failure)
             }
@@ -75,17 +75,17 @@ final class DBusReadWatchThread: Sendable {
             pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
         ]
         while true {
-            let current = shared.state.withLock { $0 }
-            if current.cancelled { return nil }
+            if shared.cancelled.load(ordering: .acquiring) { return nil }
+            let enabled = shared.enabled.load(ordering: .acquiring)
             watched[0].revents = 0
             watched[1].revents = 0
-            let ready = poll(&watched, current.enabled ? 2 : 1, timeout)
+            let ready = poll(&watched, enabled ? 2 : 1, timeout)
             if ready < 0 {
                 let error = errno
                 if error == EINTR { continue }
                 return "polling the bus socket failed: \(String(cString: strerror(error)))"
             }
-            if current.enabled && watched[1].revents & Int16(POLLNVAL) != 0 {
+            if enabled && watched[1].revents & Int16(POLLNVAL) != 0 {
                 return "the bus socket's descriptor is no longer valid"
             }
             if watched[0].revents != 0 {
@@ -93,8 +93,8 @@ final class DBusReadWatchThread: Sendable {
                 _ = recv(wake, &bytes, 16, Int32(MSG_DONTWAIT))
                 continue
             }
-            if current.enabled && watched[1].revents != 0 {
-                queue.sync { if !shared.state.withLock({ $0.cancelled }) { onReadable() } }
+            if enabled && watched[1].revents != 0 {
+                queue.sync { if !shared.cancelled.load(ordering: .acquiring) { onReadable() } }
             }
         }
     }
@@ -102,21 +102,25 @@ final class DBusReadWatchThread: Sendable {
     /// Whether the socket is watched (libdbus toggles it: it stops reading while its incoming
     /// queue is full). Never blocks.
     func setEnabled(_ enabled: Bool) {
-        shared.state.withLock { state in
-            guard state.enabled != enabled, !state.cancelled else { return }
-            state.enabled = enabled
-            Self.signal(state.wakeWrite)
+        let shared = self.shared
+        shared.wakeWrite.withLock { wakeWrite in
+            guard shared.enabled.load(ordering: .relaxed) != enabled, !shared.cancelled.load(ordering: .relaxed) else {
+                return
+            }
+            shared.enabled.store(enabled, ordering: .releasing)
+            Self.signal(wakeWrite)
         }
     }
 
     /// Ends the thread; it closes the descriptor on its way out. Idempotent; never blocks.
     func cancel() {
-        shared.state.withLock { state in
-            guard !state.cancelled else { return }
-            state.cancelled = true
-            Self.signal(state.wakeWrite)
-            if state.wakeWrite >= 0 { _ = Glibc.close(state.wakeWrite) }
-            state.wakeWrite = -1
+        let shared = self.shared
+        shared.wakeWrite.withLock { wakeWrite in
+            guard !shared.cancelled.load(ordering: .relaxed) else { return }
+            shared.cancelled.store(true, ordering: .releasing)
+            Self.signal(wakeWrite)
+            if wakeWrite >= 0 { _ = Glibc.close(wakeWrite) }
+            wakeWrite = -1
         }
     }
 

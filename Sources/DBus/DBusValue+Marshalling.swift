@@ -16,7 +16,7 @@ extension DBusValue {
         }
         switch self {
         case .string(let s):
-            guard !s.utf8.contains(0) else { throw DBusError(.invalidArgs, "string contains a NUL character") }
+            guard !s.containsNUL else { throw DBusError(.invalidArgs, "string contains a NUL character") }
             return "s"
         case .array(let element, let elements):
             guard element.isSingleCompleteType, element.rawValue.first != "{" else {

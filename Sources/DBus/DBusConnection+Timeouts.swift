@@ -116,7 +116,9 @@ extension DBusConnection {
         if !due.isEmpty {
             // Each fires again an interval later unless libdbus removes it (a pending call's does).
             for entry in due {
-                if let index = timeouts.index(of: entry.timeout) { timeouts.entries[index].deadline = now &+ entry.interval }
+                if let index = timeouts.index(of: entry.timeout) {
+                    timeouts.entries[index].deadline = now &+ entry.interval
+                }
             }
             handleThenDrain {
                 for entry in due.sorted(by: { $0.deadline < $1.deadline }) {

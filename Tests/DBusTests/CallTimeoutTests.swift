@@ -121,7 +121,8 @@ struct CallTimeoutTests {
     /// `Int32.max` ("no timeout") for anything at least that long.
     @Test(arguments: [
         (Duration.zero, Int32(1)), (.seconds(-5), 1), (.nanoseconds(1), 1), (.microseconds(1500), 2),
-        (.milliseconds(250), 250), (.seconds(25), 25_000), (.seconds(2_147_483), 2_147_483_000), (.milliseconds(2_147_483_648), Int32.max),
+        (.milliseconds(250), 250), (.seconds(25), 25_000), (.seconds(2_147_483), 2_147_483_000),
+        (.milliseconds(2_147_483_648), Int32.max),
         (.seconds(Int64.max), Int32.max), (.milliseconds(Int64.max), Int32.max), (.seconds(1e15), Int32.max),
     ])
     func timeoutsBecomeLibdbusMilliseconds(_ timeout: Duration, _ expected: Int32) {

@@ -1,5 +1,9 @@
 internal import CDBus
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// A D-Bus message: a method call, a method return, an error or a signal.
 ///
 /// Owns one reference to a libdbus `DBusMessage`. A message is complete when
@@ -157,7 +161,9 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
     package func arguments() throws(DBusError) -> [DBusValue] {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(raw, &iter) != 0 else { return [] }
-        return try DBusValue.readAll(from: &iter)
+        // The signature's length bounds the number of arguments: one allocation, no growth.
+        let bound = dbus_message_get_signature(raw).map { strlen($0) } ?? 0
+        return try DBusValue.readAll(from: &iter, capacity: bound)
     }
 
     /// The arguments when the body's signature is exactly `expected`, else `invalidArgs`.

@@ -228,8 +228,11 @@ extension DBusValue {
     }
 
     /// Reads every value from `iter` to the end of its container or message.
-    static func readAll(from iter: UnsafeMutablePointer<DBusMessageIter>) throws(DBusError) -> [DBusValue] {
+    static func readAll(from iter: UnsafeMutablePointer<DBusMessageIter>, capacity: Int = 0) throws(DBusError)
+        -> [DBusValue]
+    {
         var values: [DBusValue] = []
+        values.reserveCapacity(capacity)
         while dbus_message_iter_get_arg_type(iter) != CDBUS_TYPE_INVALID {
             values.append(try read(from: iter))
             dbus_message_iter_next(iter)

@@ -73,6 +73,9 @@ extension DBusConnection {
     /// another connection's queue, in a block queued there; from anywhere else, in a block the
     /// calling thread runs itself once the queue is free (`queue.sync`, briefly, as the queue's
     /// blocks never wait) — one thread hand-off fewer per call than queueing it.
+    /// `nonisolated(nonsending)`: it runs on the caller's executor, so a task on the connection's
+    /// executor stays on the queue and is resumed there, with no hop to the global executor and
+    /// back; inlined into the convenience `call`, one async frame fewer.
     ///
     /// - Returns: the method return.
     /// - Throws: the peer's error reply as a `DBusError` (its name and message

@@ -193,9 +193,6 @@ package final class DBusConnection: @unchecked Sendable {
     /// Whether the caller runs on `queue`.
     var isOnQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }
 
-    /// Whether the caller runs on the queue of any connection (this one or another).
-    static var isOnAnyConnectionQueue: Bool { DispatchQueue.getSpecific(key: queueKey) != nil }
-
     /// Runs `body` on `queue` and waits for it; runs it directly when already there.
     func onQueueThrowing<T>(_ body: () throws(DBusError) -> T) throws(DBusError) -> T {
         if isOnQueue { return try body() }

@@ -66,7 +66,7 @@ final class DBusReadWatchThread: Sendable {
 
     /// Polls until cancelled (nil) or until polling fails (the reason).
     private static func run(
-        _ fd: Int32, wake: Int32, shared: Shared, queue: DispatchQueue, onReadable: @Sendable () -> Void
+        _ fd: Int32, wake: Int32, shared: Shared, queue: DispatchQueue, onReadable: @escaping @Sendable () -> Void
     ) -> String? {
         // Without a socket pair (descriptor limit) poll ignores the negative descriptor, and a
         // timeout lets changes be seen.
@@ -74,6 +74,10 @@ final class DBusReadWatchThread: Sendable {
         var watched = [
             pollfd(fd: wake, events: Int16(POLLIN), revents: 0), pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
         ]
+        // One work item for the thread's life, run by every `queue.sync`: a closure passed to
+        // `sync` becomes a new heap block each time (two allocations per incoming message);
+        // libdispatch runs a block made by `dispatch_block_create` as often as it is submitted.
+        let handle = DispatchWorkItem { if !shared.cancelled.load(ordering: .acquiring) { onReadable() } }
         while true {
             if shared.cancelled.load(ordering: .acquiring) { return nil }
             let enabled = shared.enabled.load(ordering: .acquiring)
@@ -94,7 +98,7 @@ final class DBusReadWatchThread: Sendable {
                 continue
             }
             if enabled && watched[1].revents != 0 {
-                queue.sync { if !shared.cancelled.load(ordering: .acquiring) { onReadable() } }
+                queue.sync(execute: handle)
             }
         }
     }

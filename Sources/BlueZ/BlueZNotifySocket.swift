@@ -65,14 +65,16 @@ package final class BlueZNotifySocket: @unchecked Sendable {
     /// came meanwhile in one `queue.sync`, until the end.
     private static func read(
         _ fd: Int32, queue: DispatchQueue, ended: EndFlag,
-        onValue: @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @Sendable () -> Void
+        onValue: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @escaping @Sendable () -> Void
     ) {
         // An ATT value is at most 512 bytes; a bigger buffer lets an oversized datagram show as one.
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8)
-        defer { buffer.deallocate() }
-        func deliver(_ count: Int) { onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
+        let burst = Burst(buffer: UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8))
+        defer { burst.buffer.deallocate() }
+        // One work item for the thread's life, run by every `queue.sync`: a closure passed to
+        // `sync` becomes a new heap block each time (two allocations per notification).
+        let visit = DispatchWorkItem { burst.peerGone = deliverBurst(fd, burst, ended: ended, onValue, onClose) }
         while !ended.value.load(ordering: .relaxed) {
-            let first = receive(fd, into: buffer, flags: 0)
+            let first = receive(fd, into: burst.buffer, flags: 0)
             if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
             switch first {
             case .nothing:
@@ -83,28 +85,49 @@ package final class BlueZNotifySocket: @unchecked Sendable {
                 if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
                 return
             case .value(let count):
-                let peerGone = queue.sync { () -> Bool in
-                    guard !ended.value.load(ordering: .relaxed) else { return false }
-                    deliver(count)
-                    // Those that came meanwhile go in the same visit to the queue (a burst costs
-                    // one queue.sync and one recv more, not one each), up to `maximumBurst`:
-                    // then the queue's other work runs before the next visit.
-                    var delivered = 1
-                    while !ended.value.load(ordering: .relaxed), delivered < maximumBurst {
-                        delivered += 1
-                        switch receive(fd, into: buffer, flags: Int32(MSG_DONTWAIT)) {
-                        case .value(let count): deliver(count)
-                        case .nothing: return false
-                        case .end:
-                            if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
-                            return true
-                        }
-                    }
-                    return false
-                }
-                if peerGone { return }
+                burst.first = count
+                queue.sync(execute: visit)
+                if burst.peerGone { return }
             }
         }
+    }
+
+    /// What the reading thread and its work item share: the buffer, the size of the datagram
+    /// it received, and whether the peer went away during the visit.
+    ///
+    /// `@unchecked Sendable`: the thread writes `first` and reads `peerGone` only around its
+    /// `queue.sync`, during which the work item (run on that same thread) reads and writes them.
+    private final class Burst: @unchecked Sendable {
+        let buffer: UnsafeMutableRawBufferPointer
+        var first = 0
+        var peerGone = false
+        init(buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+    }
+
+    /// On the queue: delivers the datagram received (`burst.first` bytes) and those that came
+    /// meanwhile (a burst costs one queue.sync and one recv more, not one each), up to
+    /// `maximumBurst`: then the queue's other work runs before the next visit. True when the
+    /// peer went away (reported through `onClose`).
+    private static func deliverBurst(
+        _ fd: Int32, _ burst: Burst, ended: EndFlag, _ onValue: (UnsafeRawBufferPointer) -> Void,
+        _ onClose: () -> Void
+    ) -> Bool {
+        let buffer = burst.buffer
+        func deliver(_ count: Int) { onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
+        guard !ended.value.load(ordering: .relaxed) else { return false }
+        deliver(burst.first)
+        var delivered = 1
+        while !ended.value.load(ordering: .relaxed), delivered < maximumBurst {
+            delivered += 1
+            switch receive(fd, into: buffer, flags: Int32(MSG_DONTWAIT)) {
+            case .value(let count): deliver(count)
+            case .nothing: return false
+            case .end:
+                if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
+                return true
+            }
+        }
+        return false
     }
 
     /// What one `recv` gave.

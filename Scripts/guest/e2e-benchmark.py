@@ -496,6 +496,7 @@ def main():
         for run in result["connect_runs"]:
             if events is not None and "discovered_at" in run:
                 run.update(hci_timeline.phases(events, run["discovered_at"], run["first_reading_at"]))
+                run["att_trace"] = hci_timeline.setup_trace(events, run["discovered_at"], run["first_reading_at"])
 
     summary = {}
     for side in ("bluezkit", "bleak"):

@@ -25,6 +25,11 @@ phases(events, discovered, first_reading, central=0) splits one central's way fr
                            central process
 and counts the central's ATT requests (att_requests) in the set-up. Nothing here is Bluetooth
 hardware: btvirt forwards the packets between its virtual controllers in one process.
+
+setup_trace(events, discovered, first_reading, central=0) lists every ATT PDU the central's
+controller sent or received from the connection to the first notification, one line each (time
+since the connection, direction, bearer, opcode name, its parameters in hex): what tells the
+requests of one central apart from another's.
 """
 
 import struct
@@ -47,6 +52,16 @@ ATT_WRITE_REQUEST = 0x12
 # A Handle Value Notification, or over EATT (bluetoothd 5.66 on both ends) a Multiple Handle
 # Value Notification carrying one value.
 ATT_NOTIFICATIONS = (0x1B, 0x23)
+ATT_NAMES = {
+    0x01: "error-rsp", 0x02: "mtu-req", 0x03: "mtu-rsp", 0x04: "find-info-req", 0x05: "find-info-rsp",
+    0x06: "find-by-type-req", 0x07: "find-by-type-rsp", 0x08: "read-by-type-req", 0x09: "read-by-type-rsp",
+    0x0A: "read-req", 0x0B: "read-rsp", 0x0C: "read-blob-req", 0x0D: "read-blob-rsp", 0x0E: "read-multiple-req",
+    0x0F: "read-multiple-rsp", 0x10: "read-by-group-req", 0x11: "read-by-group-rsp", 0x12: "write-req",
+    0x13: "write-rsp", 0x16: "prepare-write-req", 0x17: "prepare-write-rsp", 0x18: "execute-write-req",
+    0x19: "execute-write-rsp", 0x1B: "notification", 0x1D: "indication", 0x1E: "confirmation",
+    0x20: "read-multiple-variable-req", 0x21: "read-multiple-variable-rsp", 0x23: "multiple-notification",
+    0x52: "write-cmd",
+}
 PHASES = ("to_create_connection_ms", "link_ms", "att_waiting_ms", "att_host_ms", "notification_wait_ms",
           "delivery_ms", "att_requests")
 
@@ -158,3 +173,20 @@ def phases(events, discovered, first_reading, central=0):
         "delivery_ms": ms(first_reading - notification[0]),
         "att_requests": requests,
     }
+
+
+def setup_trace(events, discovered, first_reading, central=0):
+    """The ATT PDUs on the central's controller from its connection to the first reading, as text."""
+    window = [e for e in events if e[1] == central and discovered - 0.001 <= e[0] <= first_reading + 0.001]
+    complete = next((e for e in window if e[2] == "complete" and e[3] == 0), None)
+    if complete is None:
+        return []
+    lines = []
+    for seconds, _, kind, detail in window:
+        if seconds < complete[0] or kind not in ("att-tx", "att-rx"):
+            continue
+        opcode, parameters, cid = detail
+        name = ATT_NAMES.get(opcode, f"0x{opcode:02x}")
+        lines.append(f"+{(seconds - complete[0]) * 1000:7.1f} ms {kind[4:]} cid 0x{cid:04x} {name} "
+                     f"{parameters[:12].hex()}")
+    return lines

@@ -103,6 +103,15 @@ class PhasesTests(unittest.TestCase):
             (figures["att_waiting_ms"], figures["att_host_ms"], figures["notification_wait_ms"], figures["att_requests"]),
             (55.0, 85.0, 40.0, 5))
 
+    def test_the_trace_lists_the_central_controllers_att_pdus_from_the_connection(self):
+        events = hci_timeline.read_events(self.write(self.run_records()))
+        trace = hci_timeline.setup_trace(events, BASE, BASE + 0.250)
+        self.assertEqual(trace[0], "+   10.0 ms tx cid 0x0004 mtu-req 0002")
+        self.assertEqual(trace[3], "+   30.0 ms tx cid 0x0004 read-by-group-rsp 06")
+        self.assertEqual(trace[-1], "+  180.0 ms rx cid 0x0041 notification 0d001648")
+        # The peripheral's controller (index 1) and the packets before the link are not in it.
+        self.assertEqual(len(trace), 11)
+
     def test_a_record_cut_short_at_the_end_is_ignored(self):
         events = hci_timeline.read_events(self.write(self.run_records(), truncate=3))
         self.assertEqual(events[-1][0], BASE + 0.230)  # the last whole record

@@ -51,10 +51,16 @@ needs bluetoothd with hci0 and hci1 powered.
    percentiles). With --btsnoop FILE (btmon -w's trace of every controller: Scripts/bluez-vm
    run --btsnoop writes /run/bluez-vm/btmon.snoop) each run is split by what hci0 saw
    (hci_timeline.py): asking for the link, the link, GATT set-up waiting for the peripheral or
-   the central's host, the wait for the next notification, delivery.
+   the central's host, the wait for the next notification, delivery; and its ATT PDUs are listed
+   (att_trace). Each BlueZKit run is followed by a warm one (side "bluezkit_warm"): the same
+   central again without forgetting the device, so bluetoothd has its GATT database cached and
+   does no discovery — as in bleak's counted attempt, which follows a failed first attempt that
+   did the discovery (see bleak_central.py). Cold against warm is not a comparison: the warm
+   BlueZKit runs are bleak's like.
 --skip-central-runs skips phases 1 and 2 (Scripts/benchmark runs 4 and 5 in guests of their own).
 Between runs: the central's link is down on both adapters and hci0 forgets the device
-(Adapter1.RemoveDevice), so every run scans, connects and discovers afresh.
+(Adapter1.RemoveDevice), so every run scans, connects and discovers afresh (but phase 5's warm
+runs, which keep the device).
 
 Prints progress on stderr and one JSON object on stdout (also to --json FILE): the runs
 and the medians. Exit status 0 when every run delivered its readings.
@@ -87,12 +93,17 @@ def connected(path):
     return busctl("get-property", "org.bluez", path, "org.bluez.Device1", "Connected") == "b true"
 
 
+def disconnected():
+    """No link on either adapter."""
+    wait_until(20, lambda: not any(connected(p) for p in devices("hci0")), "disconnected on hci0")
+    wait_until(20, lambda: not any(connected(p) for p in devices("hci1")), "disconnected on hci1")
+
+
 def forget_peripheral():
     """No link on either adapter, and hci0 has no device object left."""
-    wait_until(20, lambda: not any(connected(p) for p in devices("hci0")), "disconnected on hci0")
+    disconnected()
     for path in devices("hci0"):
         busctl("call", "org.bluez", "/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", "o", path)
-    wait_until(20, lambda: not any(connected(p) for p in devices("hci1")), "disconnected on hci1")
     wait_until(10, lambda: not devices("hci0"), "forgotten on hci0")
 
 
@@ -180,9 +191,13 @@ def pump(selector, timeout):
         key.data(now)
 
 
-def run_central(args, selector, peripheral, side, count, extra, stamp=False, sample_peripheral=False):
-    """One central run; returns a dict of figures (or "error")."""
-    forget_peripheral()
+def run_central(args, selector, peripheral, side, count, extra, stamp=False, sample_peripheral=False, forget=True):
+    """One central run; returns a dict of figures (or "error"). forget=False keeps hci0's device
+    (and bluetoothd's cache of its GATT database) from the run before."""
+    if forget:
+        forget_peripheral()
+    else:
+        disconnected()
     marker = b'"heartRate"'
     if side == "bluezkit":
         command = [os.path.join(args.bin, "heart-rate-central"), "--adapter", "hci0", "--name", NAME,
@@ -482,6 +497,17 @@ def main():
                     log(f"connect run {index + 1} {side}: {run.get('error', 'no discovered line')}")
                 else:
                     log(f"connect run {index + 1} {side}: {run['connect_to_first_reading_ms']:.0f} ms")
+                if side == "bluezkit":
+                    warm = run_central(args, selector, peripheral, side, args.connect_count, args.extra,
+                                       stamp=True, forget=False)
+                    warm["side"] = "bluezkit_warm"
+                    warm["run"] = index + 1
+                    result["connect_runs"].append(warm)
+                    if "connect_to_first_reading_ms" not in warm:
+                        failures += 1
+                        log(f"connect run {index + 1} bluezkit, warm: {warm.get('error', 'no discovered line')}")
+                    else:
+                        log(f"connect run {index + 1} bluezkit, warm: {warm['connect_to_first_reading_ms']:.0f} ms")
     finally:
         if peripheral is not None:
             peripheral.stop()
@@ -499,7 +525,7 @@ def main():
                 run["att_trace"] = hci_timeline.setup_trace(events, run["discovered_at"], run["first_reading_at"])
 
     summary = {}
-    for side in ("bluezkit", "bleak"):
+    for side in ("bluezkit", "bluezkit_warm", "bleak"):
         values = sorted(run["connect_to_first_reading_ms"] for run in result["connect_runs"]
                         if run["side"] == side and "connect_to_first_reading_ms" in run)
         if len(values) >= 2:

@@ -487,27 +487,25 @@ def main():
         # 5. Connect to the first notification, R runs per side (the peripheral as in 3.).
         if args.connect_runs > 0:
             start_peripheral(args.latency_interval_ms)
-            for index in range(2 * args.connect_runs):
-                side = "bluezkit" if index % 4 in (0, 3) else "bleak"
-                run = run_central(args, selector, peripheral, side, args.connect_count, args.extra, stamp=True)
+
+            def connect_run(index, side, label, forget=True):
+                """One run, kept in the result; 1 when it reached no reading, else 0."""
+                run = run_central(args, selector, peripheral, "bluezkit" if side == "bluezkit_warm" else side,
+                                  args.connect_count, args.extra, stamp=True, forget=forget)
+                run["side"] = side
                 run["run"] = index + 1
                 result["connect_runs"].append(run)
                 if "connect_to_first_reading_ms" not in run:
-                    failures += 1
-                    log(f"connect run {index + 1} {side}: {run.get('error', 'no discovered line')}")
-                else:
-                    log(f"connect run {index + 1} {side}: {run['connect_to_first_reading_ms']:.0f} ms")
+                    log(f"connect run {index + 1} {label}: {run.get('error', 'no discovered line')}")
+                    return 1
+                log(f"connect run {index + 1} {label}: {run['connect_to_first_reading_ms']:.0f} ms")
+                return 0
+
+            for index in range(2 * args.connect_runs):
+                side = "bluezkit" if index % 4 in (0, 3) else "bleak"
+                failures += connect_run(index, side, side)
                 if side == "bluezkit":
-                    warm = run_central(args, selector, peripheral, side, args.connect_count, args.extra,
-                                       stamp=True, forget=False)
-                    warm["side"] = "bluezkit_warm"
-                    warm["run"] = index + 1
-                    result["connect_runs"].append(warm)
-                    if "connect_to_first_reading_ms" not in warm:
-                        failures += 1
-                        log(f"connect run {index + 1} bluezkit, warm: {warm.get('error', 'no discovered line')}")
-                    else:
-                        log(f"connect run {index + 1} bluezkit, warm: {warm['connect_to_first_reading_ms']:.0f} ms")
+                    failures += connect_run(index, "bluezkit_warm", "bluezkit, warm", forget=False)
     finally:
         if peripheral is not None:
             peripheral.stop()

@@ -107,14 +107,35 @@ struct CallTimeoutTests {
         let held = fixture.held.values
         func id(_ invocation: DBusMethodInvocation) -> UInt32? { (try? invocation.arguments())?.first?.uint32Value }
         let byID = Dictionary(uniqueKeysWithValues: held.map { (id($0) ?? .max, $0) })
+        #expect(Self.timeoutTable(of: fixture.client) == .consistent(count: 4))
         byID[0]?.reply([.string("first")])
         #expect(try await tasks[0].value == [.string("first")])
+        // The last timeout now sits in the first's slot, and finds itself there.
+        #expect(Self.timeoutTable(of: fixture.client) == .consistent(count: 3))
         let error = await #expect(throws: DBusError.self) { try await tasks[2].value }
         #expect(error?.code == .timeout)
         byID[3]?.reply([.string("moved")])
         #expect(try await tasks[3].value == [.string("moved")])
         byID[1]?.reply([.string("second")])
         #expect(try await tasks[1].value == [.string("second")])
+        // Every removal found its entry: none is left behind for a freed timeout.
+        #expect(Self.timeoutTable(of: fixture.client) == .consistent(count: 0))
+    }
+
+    enum TableState: Equatable {
+        case consistent(count: Int)
+        /// Some entry's index, as its libdbus timeout keeps it, points elsewhere.
+        case inconsistent
+    }
+
+    /// The connection's timeout table, read on its queue: how many entries, and whether each
+    /// finds itself through the index its timeout keeps.
+    static func timeoutTable(of connection: DBusConnection) -> TableState {
+        connection.onQueue {
+            let table = connection.timeouts
+            let found = table.entries.indices.allSatisfy { table.index(of: table.entries[$0].timeout) == $0 }
+            return found ? .consistent(count: table.entries.count) : .inconsistent
+        }
     }
 
     /// libdbus takes whole milliseconds: rounded up, never 0 (which it would not accept), and

@@ -23,13 +23,14 @@ extension DBusConnection {
         /// (`callInOrder`, the calls the connection makes itself), run on the queue.
         var continuation: UnsafeContinuation<Void, Never>?
         var completion: ((Result<DBusMessage, DBusError>) -> Void)?
-        /// The result for a suspended `call`, written on the queue before `replied` is set.
+        /// The result for a suspended `call` (a reply it owns: one libdbus reference, no Swift
+        /// object around it), written on the queue before `replied` is set.
         ///
         /// Not through the continuation, for ThreadSanitizer: when the reply comes before the
         /// caller has suspended, the runtime's `swift_continuation_await` sees it already resumed
         /// and goes on without telling TSan (its acquire is in the uninstrumented runtime), so TSan
         /// reported the message built on the reading thread and read by the caller as a race.
-        var reply: Result<DBusMessage, DBusError>?
+        var reply: Result<OpaquePointer, DBusError>?
         /// Stored (releasing) once `reply` is written; the caller loads it (acquiring) before it
         /// reads `reply`: an ordering TSan follows (the atomics are compiled into this module),
         /// at the cost of two plain loads and stores instead of a lock taken twice.
@@ -40,16 +41,19 @@ extension DBusConnection {
         /// call this connection makes on its own libdbus connection (dispatching, sending,
         /// closing — in a method, so the object is alive, or in `deinit`, where it still is),
         /// and `tearDown` cancels every pending call before `deinit` lets go of libdbus. A weak
-        /// reference cost a side-table load per reply.
-        unowned(unsafe) var connection: DBusConnection?
+        /// reference cost a side-table load per reply; `Unmanaged`, used through
+        /// `_withUnsafeGuaranteedRef`, costs no retain and release either (the slow path, as
+        /// `DBusConnection` has a side table).
+        var connection: Unmanaged<DBusConnection>?
 
         init(completion: ((Result<DBusMessage, DBusError>) -> Void)? = nil) {
             self.completion = completion
         }
 
         /// Resumes the caller once and releases the libdbus pending call (cancelling it first
-        /// unless it `completed`: libdbus has let go of a completed one already).
-        func finish(_ result: Result<DBusMessage, DBusError>, completed: Bool = false) {
+        /// unless it `completed`: libdbus has let go of a completed one already). A reply is
+        /// owned (one libdbus reference) and passes to whoever waits.
+        func finish(_ result: Result<OpaquePointer, DBusError>, completed: Bool = false) {
             if let pending {
                 if !completed { dbus_pending_call_cancel(pending) }
                 dbus_pending_call_unref(pending)
@@ -62,7 +66,9 @@ extension DBusConnection {
                 continuation.resume()
             } else if let completion {
                 self.completion = nil
-                completion(result)
+                completion(result.map { DBusMessage(owning: $0) })
+            } else if case .success(let reply) = result {
+                dbus_message_unref(reply)
             }
         }
     }
@@ -75,7 +81,7 @@ extension DBusConnection {
     /// blocks never wait) — one thread hand-off fewer per call than queueing it.
     /// `nonisolated(nonsending)`: it runs on the caller's executor, so a task on the connection's
     /// executor stays on the queue and is resumed there, with no hop to the global executor and
-    /// back; inlined into the convenience `call`, one async frame fewer.
+    /// back.
     ///
     /// - Returns: the method return.
     /// - Throws: the peer's error reply as a `DBusError` (its name and message
@@ -83,11 +89,24 @@ extension DBusConnection {
     ///   peer left the bus without answering; `disconnected` when this
     ///   connection closes; `cancelled` when the task is cancelled (the
     ///   pending call is cancelled in libdbus too).
-    @inline(__always)
     package nonisolated(nonsending) func call(_ message: DBusMessage, timeout: Duration = defaultCallTimeout)
         async throws(DBusError) -> DBusMessage
     {
+        defer { withExtendedLifetime(message) {} }
+        return DBusMessage(owning: try await call(raw: message.raw, timeout: timeout))
+    }
+
+    /// ``call(_:timeout:)`` for a libdbus message the caller keeps alive until this returns:
+    /// gives the reply as one libdbus reference the caller owns. Inlined into both `call`s (one
+    /// async frame fewer); the convenience `call` makes no Swift object for either message.
+    @inline(__always)
+    nonisolated(nonsending) func call(raw message: OpaquePointer, timeout: Duration)
+        async throws(DBusError) -> OpaquePointer
+    {
         let call = PendingCall()
+        // Sent (libdbus keeps its own reference) before the caller can resume, in every branch:
+        // even a cancelled call is finished only by `startCall` once it ran.
+        nonisolated(unsafe) let message = message
         await withTaskCancellationHandler {
             // Unsafe, not checked: `finish` resumes once, and a checked one costs an allocation.
             await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
@@ -125,21 +144,27 @@ extension DBusConnection {
         completion: @escaping @Sendable (Result<DBusMessage, DBusError>) -> Void
     ) {
         dispatchPrecondition(condition: .onQueue(queue))
-        startCall(message, timeout: timeout, PendingCall(completion: completion))
+        startCall(message.raw, timeout: timeout, PendingCall(completion: completion))
     }
 
     /// Convenience: a method call built and sent in one step; returns the reply's arguments.
+    ///
+    /// Both messages stay libdbus messages (no `DBusMessage` object around either): the
+    /// hottest use of the layer (`Scripts/benchmark-dbus --only roundtrip`).
     package nonisolated(nonsending) func call(
         destination: BusName?, path: ObjectPath, interface: InterfaceName, member: MemberName,
         arguments: [DBusValue] = [], timeout: Duration = defaultCallTimeout
     ) async throws(DBusError) -> [DBusValue] {
-        let message = try DBusMessage.methodCall(
+        let message = try DBusMessage.newMethodCall(
             destination: destination, path: path, interface: interface, member: member, arguments: arguments)
-        return try await call(message, timeout: timeout).arguments()
+        defer { dbus_message_unref(message) }
+        let reply = try await call(raw: message, timeout: timeout)
+        defer { dbus_message_unref(reply) }
+        return try DBusMessage.arguments(of: reply)
     }
 
     /// Sends `message` for `call`, which waits until its reply, error, timeout or cancellation.
-    func startCall(_ message: DBusMessage, timeout: Duration, _ call: PendingCall) {
+    func startCall(_ message: OpaquePointer, timeout: Duration, _ call: PendingCall) {
         if call.cancelled {
             return call.finish(.failure(DBusError(.cancelled, "the call was cancelled")))
         }
@@ -148,7 +173,7 @@ extension DBusConnection {
         }
         var pending: OpaquePointer? = nil
         let milliseconds = Self.libdbusMilliseconds(timeout)
-        guard dbus_connection_send_with_reply(raw, message.raw, &pending, milliseconds) != 0, let pending else {
+        guard dbus_connection_send_with_reply(raw, message, &pending, milliseconds) != 0, let pending else {
             let reason =
                 dbus_connection_get_is_connected(raw) == 0
                 ? DBusError(.disconnected, "the connection is closed")
@@ -156,7 +181,7 @@ extension DBusConnection {
             return call.finish(.failure(reason))
         }
         call.pending = pending
-        call.connection = self
+        call.connection = Unmanaged.passUnretained(self)
         call.slot = pendingCalls.count
         pendingCalls.append(call)
         let box = Unmanaged.passRetained(call).toOpaque()
@@ -164,8 +189,9 @@ extension DBusConnection {
             pending,
             { pending, data in
                 guard let pending, let data else { return }
-                let call = Unmanaged<PendingCall>.fromOpaque(data).takeUnretainedValue()
-                call.connection?.completeCall(call, pending)
+                Unmanaged<PendingCall>.fromOpaque(data)._withUnsafeGuaranteedRef { call in
+                    call.connection?._withUnsafeGuaranteedRef { $0.completeCall(call, pending) }
+                }
             },
             box,
             { data in
@@ -223,18 +249,18 @@ extension DBusConnection {
         guard let reply = dbus_pending_call_steal_reply(pending) else {
             return call.finish(.failure(DBusError(.noReply, "no reply")), completed: true)
         }
-        let message = DBusMessage(owning: reply)
-        if message.kind == .error, var error = message.error {
-            if error.code == .noReply, message.sender == nil {
+        if var error = DBusMessage.error(of: reply) {
+            if error.code == .noReply, dbus_message_get_sender(reply) == nil {
                 // libdbus made this reply itself: its timer fired, or the connection went away.
                 error =
                     isOpen && dbus_connection_get_is_connected(raw) != 0
                     ? DBusError(.timeout, "no reply within the timeout")
                     : DBusError(.disconnected, "the connection closed before the reply")
             }
+            dbus_message_unref(reply)
             call.finish(.failure(error), completed: true)
         } else {
-            call.finish(.success(message), completed: true)
+            call.finish(.success(reply), completed: true)
         }
     }
 

@@ -28,59 +28,68 @@ extension DBusConnection {
         var removed = false
     }
 
+    /// Runs `body` with the connection libdbus's callbacks carry as their data, without a
+    /// retain and release around it: libdbus calls them only from calls this connection makes
+    /// (so it is alive), and `DBusConnection` has a side table (closures elsewhere hold it
+    /// weakly), which makes each retain and release the slow path — four or five per method call.
+    @inline(__always)
+    static func from<Result>(_ data: UnsafeMutableRawPointer, _ body: (DBusConnection) -> Result) -> Result {
+        Unmanaged<DBusConnection>.fromOpaque(data)._withUnsafeGuaranteedRef(body)
+    }
+
     func installMainLoop() {
         let me = Unmanaged.passUnretained(self).toOpaque()
         dbus_connection_set_watch_functions(
             raw,
             { watch, data in
                 guard let watch, let data else { return 0 }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().addWatch(watch)
+                DBusConnection.from(data) { $0.addWatch(watch) }
                 return 1
             },
             { watch, data in
                 guard let watch, let data else { return }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().removeWatch(watch)
+                DBusConnection.from(data) { $0.removeWatch(watch) }
             },
             { watch, data in
                 guard let watch, let data else { return }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().toggleWatch(watch)
+                DBusConnection.from(data) { $0.toggleWatch(watch) }
             },
             me, nil)
         dbus_connection_set_timeout_functions(
             raw,
             { timeout, data in
                 guard let timeout, let data else { return 0 }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().updateTimeout(timeout)
+                DBusConnection.from(data) { $0.updateTimeout(timeout) }
                 return 1
             },
             { timeout, data in
                 guard let timeout, let data else { return }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().removeTimeout(timeout)
+                DBusConnection.from(data) { $0.removeTimeout(timeout) }
             },
             { timeout, data in
                 guard let timeout, let data else { return }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().updateTimeout(timeout)
+                DBusConnection.from(data) { $0.updateTimeout(timeout) }
             },
             me, nil)
         dbus_connection_set_dispatch_status_function(
             raw,
             { _, status, data in
                 guard let data, status == DBUS_DISPATCH_DATA_REMAINS else { return }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().scheduleDrain()
+                DBusConnection.from(data) { $0.scheduleDrain() }
             },
             me, nil)
         dbus_connection_set_wakeup_main_function(
             raw,
             { data in
                 guard let data else { return }
-                Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().scheduleDrain()
+                DBusConnection.from(data) { $0.scheduleDrain() }
             },
             me, nil)
         _ = dbus_connection_add_filter(
             raw,
             { _, message, data in
                 guard let message, let data else { return DBUS_HANDLER_RESULT_NOT_YET_HANDLED }
-                return Unmanaged<DBusConnection>.fromOpaque(data).takeUnretainedValue().handleIncoming(message)
+                return DBusConnection.from(data) { $0.handleIncoming(message) }
             },
             me, nil)
         if dbus_connection_get_dispatch_status(raw) == DBUS_DISPATCH_DATA_REMAINS { scheduleDrain() }

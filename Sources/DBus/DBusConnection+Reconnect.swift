@@ -205,7 +205,7 @@ extension DBusConnection {
         do throws(DBusError) {
             let message = try DBusMessage.methodCall(
                 destination: .bus, path: Self.busPath, interface: .bus, member: member, arguments: arguments)
-            startCall(message, timeout: Self.defaultCallTimeout, PendingCall(completion: completion))
+            startCall(message.raw, timeout: Self.defaultCallTimeout, PendingCall(completion: completion))
         } catch {
             completion(.failure(error))
         }

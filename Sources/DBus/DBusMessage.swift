@@ -35,6 +35,18 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
         destination: BusName?, path: ObjectPath, interface: InterfaceName?, member: MemberName,
         arguments: [DBusValue] = []
     ) throws(DBusError) -> DBusMessage {
+        DBusMessage(
+            owning: try newMethodCall(
+                destination: destination, path: path, interface: interface, member: member, arguments: arguments))
+    }
+
+    /// A libdbus method call with its arguments appended, owned by the caller (who unrefs it):
+    /// for ``DBusConnection/call(destination:path:interface:member:arguments:timeout:)``, which
+    /// needs no Swift object around it.
+    static func newMethodCall(
+        destination: BusName?, path: ObjectPath, interface: InterfaceName?, member: MemberName,
+        arguments: [DBusValue]
+    ) throws(DBusError) -> OpaquePointer {
         let made = path.rawValue.withCString { path in
             member.rawValue.withCString { member in
                 (destination?.rawValue).withOptionalCString { destination in
@@ -45,9 +57,13 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
             }
         }
         guard let raw = made else { throw DBusError(.noMemory, "cannot allocate a method call") }
-        let message = DBusMessage(owning: raw)
-        try message.append(arguments)
-        return message
+        do throws(DBusError) {
+            try append(arguments, to: raw)
+        } catch {
+            dbus_message_unref(raw)
+            throw error
+        }
+        return raw
     }
 
     /// A signal from `path`.
@@ -60,7 +76,7 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
         }
         let message = DBusMessage(owning: raw)
         if let destination { destination.rawValue.withCString { _ = dbus_message_set_destination(raw, $0) } }
-        try message.append(arguments)
+        try Self.append(arguments, to: raw)
         return message
     }
 
@@ -83,7 +99,7 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
             throw DBusError(.noMemory, "cannot allocate a method return")
         }
         let message = DBusMessage(owning: raw)
-        try message.append(arguments)
+        try Self.append(arguments, to: raw)
         return message
     }
 
@@ -96,7 +112,7 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
         return DBusMessage(owning: raw)
     }
 
-    private func append(_ arguments: [DBusValue]) throws(DBusError) {
+    private static func append(_ arguments: [DBusValue], to raw: OpaquePointer) throws(DBusError) {
         guard !arguments.isEmpty else { return }
         var signature = ""
         for argument in arguments { signature += try argument.validatedSignature() }
@@ -158,7 +174,10 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
     // MARK: Body
 
     /// All arguments, decoded.
-    package func arguments() throws(DBusError) -> [DBusValue] {
+    package func arguments() throws(DBusError) -> [DBusValue] { try Self.arguments(of: raw) }
+
+    /// All arguments of the libdbus message `raw`, decoded.
+    static func arguments(of raw: OpaquePointer) throws(DBusError) -> [DBusValue] {
         var iter = DBusMessageIter()
         guard dbus_message_iter_init(raw, &iter) != 0 else { return [] }
         // The signature's length bounds the number of arguments: one allocation, no growth.
@@ -176,8 +195,13 @@ package final class DBusMessage: @unchecked Sendable, CustomStringConvertible {
     }
 
     /// For an error message, the error it carries (name and first string argument).
-    package var error: DBusError? {
-        guard kind == .error, let name = errorName else { return nil }
+    package var error: DBusError? { Self.error(of: raw) }
+
+    /// For the libdbus error message `raw`, the error it carries; nil for another kind.
+    static func error(of raw: OpaquePointer) -> DBusError? {
+        guard dbus_message_get_type(raw) == CDBUS_MESSAGE_TYPE_ERROR,
+            let name = dbus_message_get_error_name(raw).map({ String(cString: $0) })
+        else { return nil }
         var text = ""
         var iter = DBusMessageIter()
         if dbus_message_iter_init(raw, &iter) != 0, dbus_message_iter_get_arg_type(&iter) == CDBUS_TYPE_STRING {

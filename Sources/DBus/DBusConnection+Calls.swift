@@ -7,7 +7,7 @@ extension DBusConnection {
     package static let defaultCallTimeout: Duration = .seconds(25)
 
     /// One method call, from the moment it is made until its reply (or error) is handed over:
-    /// what libdbus holds for it, its place among the connection's pending calls, and who waits.
+    /// its serial and deadline, its place among the connection's pending calls, and who waits.
     ///
     /// `@unchecked Sendable`: made by the caller and handed to the queue (by `queue.async` or
     /// on it already), every property is touched only on the connection's queue from then on —
@@ -15,8 +15,11 @@ extension DBusConnection {
     /// says so. One object per call, with no lock: the round trip is the D-Bus layer's hottest
     /// path (`Scripts/benchmark-dbus --only roundtrip`).
     final class PendingCall: @unchecked Sendable {
-        var pending: OpaquePointer?
-        /// Its index in `pendingCalls` while libdbus holds it, -1 otherwise.
+        /// The serial libdbus gave the call when it was sent: its reply carries it.
+        var serial: UInt32 = 0
+        /// When it times out (`DispatchTime.uptimeNanoseconds`; `UInt64.max`: never).
+        var deadline = UInt64.max
+        /// Its index in `pendingCalls` (and `pendingSerials`) while it waits, -1 otherwise.
         var slot = -1
         var cancelled = false
         /// Who waits: a suspended `call` (resumed after `reply` is stored) or a completion
@@ -35,30 +38,14 @@ extension DBusConnection {
         /// reads `reply`: an ordering TSan follows (the atomics are compiled into this module),
         /// at the cost of two plain loads and stores instead of a lock taken twice.
         let replied = Atomic<Bool>(false)
-        /// For libdbus's notify function, which has only this object.
-        ///
-        /// `unowned(unsafe)`, not `weak`: libdbus calls the notify function only from inside a
-        /// call this connection makes on its own libdbus connection (dispatching, sending,
-        /// closing — in a method, so the object is alive, or in `deinit`, where it still is),
-        /// and `tearDown` cancels every pending call before `deinit` lets go of libdbus. A weak
-        /// reference cost a side-table load per reply; `Unmanaged`, used through
-        /// `_withUnsafeGuaranteedRef`, costs no retain and release either (the slow path, as
-        /// `DBusConnection` has a side table).
-        var connection: Unmanaged<DBusConnection>?
 
         init(completion: ((Result<DBusMessage, DBusError>) -> Void)? = nil) {
             self.completion = completion
         }
 
-        /// Resumes the caller once and releases the libdbus pending call (cancelling it first
-        /// unless it `completed`: libdbus has let go of a completed one already). A reply is
-        /// owned (one libdbus reference) and passes to whoever waits.
-        func finish(_ result: Result<OpaquePointer, DBusError>, completed: Bool = false) {
-            if let pending {
-                if !completed { dbus_pending_call_cancel(pending) }
-                dbus_pending_call_unref(pending)
-                self.pending = nil
-            }
+        /// Resumes the caller once. A reply is owned (one libdbus reference) and passes to
+        /// whoever waits.
+        func finish(_ result: Result<OpaquePointer, DBusError>) {
             if let continuation {
                 self.continuation = nil
                 reply = result
@@ -85,10 +72,10 @@ extension DBusConnection {
     ///
     /// - Returns: the method return.
     /// - Throws: the peer's error reply as a `DBusError` (its name and message
-    ///   kept); `timeout` after `timeout` (libdbus's timer); `noReply` when the
-    ///   peer left the bus without answering; `disconnected` when this
-    ///   connection closes; `cancelled` when the task is cancelled (the
-    ///   pending call is cancelled in libdbus too).
+    ///   kept); `timeout` after `timeout` (the connection's timer); `noReply` when the
+    ///   peer left the bus without answering (the bus says so); `disconnected` when this
+    ///   connection closes or is lost; `cancelled` when the task is cancelled (a reply
+    ///   that comes later is dropped).
     package nonisolated(nonsending) func call(_ message: DBusMessage, timeout: Duration = defaultCallTimeout)
         async throws(DBusError) -> DBusMessage
     {
@@ -164,60 +151,82 @@ extension DBusConnection {
     }
 
     /// Sends `message` for `call`, which waits until its reply, error, timeout or cancellation.
+    ///
+    /// Not with libdbus's pending calls (`dbus_connection_send_with_reply`): for each, libdbus
+    /// builds in advance the error it would give on a timeout (a whole message, about a quarter
+    /// of a round trip's instructions), a pending-call object, a hash-table entry and a timeout,
+    /// and takes its lock again to set the notify function, check completion and steal the
+    /// reply. Here the call is sent as any message; its serial and deadline are kept in
+    /// `pendingCalls`; the reply is taken by serial in the connection's filter
+    /// (``takeReply(_:)``) and the deadline watched by the connection's one timer.
     func startCall(_ message: OpaquePointer, timeout: Duration, _ call: PendingCall) {
         if call.cancelled {
             return call.finish(.failure(DBusError(.cancelled, "the call was cancelled")))
         }
-        guard isOpen else {
+        // libdbus queues a message for a connection that has gone (and never sends it): a call
+        // made before its loss reached the queue fails at once, as `connectionLost` will fail
+        // those already waiting.
+        guard isOpen, dbus_connection_get_is_connected(raw) != 0 else {
             return call.finish(.failure(DBusError(.disconnected, "the connection is closed")))
         }
-        var pending: OpaquePointer? = nil
-        let milliseconds = Self.libdbusMilliseconds(timeout)
-        guard dbus_connection_send_with_reply(raw, message, &pending, milliseconds) != 0, let pending else {
+        var serial: UInt32 = 0
+        guard dbus_connection_send(raw, message, &serial) != 0 else {
             let reason =
-                dbus_connection_get_is_connected(raw) == 0
-                ? DBusError(.disconnected, "the connection is closed")
-                : DBusError(.invalidArgs, "this connection cannot pass Unix file descriptors")
+                dbus_message_contains_unix_fds(message) != 0
+                ? DBusError(.invalidArgs, "this connection cannot pass Unix file descriptors")
+                : DBusError(.noMemory, "cannot queue the call")
             return call.finish(.failure(reason))
         }
-        call.pending = pending
-        call.connection = Unmanaged.passUnretained(self)
+        call.serial = serial
+        call.deadline = Self.callDeadline(after: timeout, now: DispatchTime.now().uptimeNanoseconds)
         call.slot = pendingCalls.count
         pendingCalls.append(call)
-        let box = Unmanaged.passRetained(call).toOpaque()
-        let installed = dbus_pending_call_set_notify(
-            pending,
-            { pending, data in
-                guard let pending, let data else { return }
-                Unmanaged<PendingCall>.fromOpaque(data)._withUnsafeGuaranteedRef { call in
-                    call.connection?._withUnsafeGuaranteedRef { $0.completeCall(call, pending) }
-                }
-            },
-            box,
-            { data in
-                guard let data else { return }
-                Unmanaged<PendingCall>.fromOpaque(data).release()
-            })
-        if installed == 0 {
-            Unmanaged<PendingCall>.fromOpaque(box).release()
-            removePendingCall(call)
-            call.finish(.failure(DBusError(.noMemory, "cannot watch the pending call")))
-        } else if dbus_pending_call_get_completed(pending) != 0 {
-            completeCall(call, pending)
-        }
+        pendingSerials.append(serial)
+        if call.deadline < timeouts.armedDeadline { armTimeoutTimer(at: call.deadline) }
     }
 
-    /// `timeout` in whole milliseconds, rounded up, for libdbus: at least 1, and `Int32.max`
-    /// (libdbus's "no timeout") for anything as long or longer. In integers: a division of
-    /// `Duration`s goes through `Double` (two conversions on every call).
-    static func libdbusMilliseconds(_ timeout: Duration) -> Int32 {
+    /// When a call made at `now` (uptime nanoseconds) with `timeout` times out: at least a
+    /// millisecond on (as libdbus took whole milliseconds, at least one); `UInt64.max`, never,
+    /// for a timeout that reaches past the clock's range (`Duration` holds far more).
+    static func callDeadline(after timeout: Duration, now: UInt64) -> UInt64 {
         let (seconds, attoseconds) = timeout.components
-        guard seconds >= 0 else { return 1 }
-        let limit = Int64(Int32.max)
-        guard seconds <= limit / 1000 else { return Int32.max }
-        let perMillisecond: Int64 = 1_000_000_000_000_000
-        let milliseconds = seconds * 1000 + (attoseconds + perMillisecond - 1) / perMillisecond
-        return Int32(min(max(1, milliseconds), limit))
+        let millisecond: UInt64 = 1_000_000
+        guard seconds > 0 || (seconds == 0 && attoseconds >= 1_000_000_000_000_000) else { return now &+ millisecond }
+        let limit = (UInt64.max - now) / 1_000_000_000
+        guard UInt64(seconds) < limit else { return .max }
+        return now + UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+
+    /// The filter's part for replies: completes the waiting call `reply` answers (by its reply
+    /// serial) and says whether there was one. On the queue, inside dispatch; `reply` is
+    /// libdbus's (borrowed: a reference is taken for whoever waits).
+    func takeReply(_ reply: OpaquePointer) -> Bool {
+        let serial = dbus_message_get_reply_serial(reply)
+        guard let slot = pendingSerials.firstIndex(of: serial) else { return false }
+        let call = pendingCalls[slot]
+        removePendingCall(call)
+        if let error = DBusMessage.error(of: reply) {
+            call.finish(.failure(error))
+        } else {
+            call.finish(.success(dbus_message_ref(reply)))
+        }
+        return true
+    }
+
+    /// Fails with `timeout` every call whose deadline has passed at `now`; the earliest deadline
+    /// of those left (`UInt64.max`: none). On the queue, when the timer fires.
+    func expireCalls(now: UInt64) -> UInt64 {
+        var due: [PendingCall] = []
+        var next = UInt64.max
+        for call in pendingCalls {
+            if call.deadline <= now { due.append(call) } else { next = min(next, call.deadline) }
+        }
+        for call in due {
+            removePendingCall(call)
+            call.finish(.failure(DBusError(.timeout, "no reply within the timeout")))
+        }
+        // A completion run above may have made calls: their deadlines armed the timer already.
+        return next
     }
 
     /// Takes `call` out of `pendingCalls` (the last one takes its place); false if it was not there.
@@ -226,8 +235,10 @@ extension DBusConnection {
         let slot = call.slot
         guard slot >= 0 else { return false }
         let last = pendingCalls.removeLast()
+        let lastSerial = pendingSerials.removeLast()
         if last !== call {
             pendingCalls[slot] = last
+            pendingSerials[slot] = lastSerial
             last.slot = slot
         }
         call.slot = -1
@@ -238,29 +249,10 @@ extension DBusConnection {
     func failPendingCalls(_ reason: DBusError) {
         let calls = pendingCalls
         pendingCalls.removeAll()
+        pendingSerials.removeAll()
         for call in calls {
             call.slot = -1
             call.finish(.failure(reason))
-        }
-    }
-
-    private func completeCall(_ call: PendingCall, _ pending: OpaquePointer) {
-        guard removePendingCall(call) else { return }
-        guard let reply = dbus_pending_call_steal_reply(pending) else {
-            return call.finish(.failure(DBusError(.noReply, "no reply")), completed: true)
-        }
-        if var error = DBusMessage.error(of: reply) {
-            if error.code == .noReply, dbus_message_get_sender(reply) == nil {
-                // libdbus made this reply itself: its timer fired, or the connection went away.
-                error =
-                    isOpen && dbus_connection_get_is_connected(raw) != 0
-                    ? DBusError(.timeout, "no reply within the timeout")
-                    : DBusError(.disconnected, "the connection closed before the reply")
-            }
-            dbus_message_unref(reply)
-            call.finish(.failure(error), completed: true)
-        } else {
-            call.finish(.success(reply), completed: true)
         }
     }
 

@@ -1,15 +1,16 @@
 internal import CDBus
 import Dispatch
 
-/// libdbus's timeouts — one per pending call, each with its own interval — served by one
-/// dispatch timer per connection, armed for the earliest deadline.
+/// The deadlines of our method calls (`DBusConnection+Calls.swift`) and libdbus's own timeouts
+/// (each with its own interval; libdbus adds them for its pending calls, which we no longer
+/// make) — served by one dispatch timer per connection, armed for the earliest deadline.
 ///
 /// A dispatch timer per timeout cost every method call a source made, scheduled, resumed,
 /// cancelled and disposed of (about a tenth of the client's instructions per round trip). Here
-/// adding a timeout records its deadline and re-arms the timer only when that deadline comes
-/// before the one it is armed for; removing one only forgets it (the timer, if it fires for
-/// nothing, arms itself for the earliest deadline left). When it fires, every timeout whose
-/// deadline has passed is handled, in one go, then the incoming queue is drained.
+/// a call or a timeout added re-arms the timer only when its deadline comes before the one the
+/// timer is armed for; one that ends is only forgotten (the timer, if it fires for nothing, arms
+/// itself for the earliest deadline left). When it fires, every call and timeout whose deadline
+/// has passed is handled, in one go, then the incoming queue is drained.
 ///
 /// Queue-confined, like the rest of the main loop: libdbus adds, toggles and removes timeouts
 /// from calls made on the queue (holding its lock, so these only touch our table and timer).
@@ -93,7 +94,7 @@ extension DBusConnection {
         timeouts = TimeoutTable()
     }
 
-    private func armTimeoutTimer(at deadline: UInt64) {
+    func armTimeoutTimer(at deadline: UInt64) {
         let timer = timeouts.timer ?? makeTimeoutTimer()
         timer.schedule(deadline: DispatchTime(uptimeNanoseconds: deadline))
         timeouts.armedDeadline = deadline
@@ -108,10 +109,12 @@ extension DBusConnection {
         return timer
     }
 
-    /// Handles every timeout that is due, drains, and arms the timer for the earliest one left.
+    /// Fails every call that is due, handles every timeout that is due, drains, and arms the
+    /// timer for the earliest deadline left.
     private func timeoutTimerFired() {
         timeouts.armedDeadline = .max
         let now = DispatchTime.now().uptimeNanoseconds
+        let nextCall = expireCalls(now: now)
         let due = timeouts.entries.filter { $0.deadline <= now }
         if !due.isEmpty {
             // Each fires again an interval later unless libdbus removes it (a pending call's does).
@@ -129,9 +132,8 @@ extension DBusConnection {
             }
         }
         // Unless the main loop went away meanwhile (the table is then empty, the timer gone).
-        if timeouts.timer != nil, let next = timeouts.entries.lazy.map(\.deadline).min(),
-            next < timeouts.armedDeadline
-        {
+        let next = min(nextCall, timeouts.entries.lazy.map(\.deadline).min() ?? .max)
+        if timeouts.timer != nil, next < timeouts.armedDeadline {
             armTimeoutTimer(at: next)
         }
     }

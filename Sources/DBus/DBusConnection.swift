@@ -49,8 +49,10 @@ package final class DBusConnection: @unchecked Sendable {
     var watches: [UnsafeMutableRawPointer: WatchSources] = [:]
     @exclusivity(unchecked) var timeouts = TimeoutTable()
     var drainScheduled = false
-    /// The calls libdbus holds for us, each knowing its index (`PendingCall.slot`).
+    /// The calls waiting for their reply, each knowing its index (`PendingCall.slot`), and their
+    /// serials at the same indices (the reply's lookup scans these).
     @exclusivity(unchecked) var pendingCalls: [PendingCall] = []
+    @exclusivity(unchecked) var pendingSerials: [UInt32] = []
     var router = SignalRouter()
     var objects = ObjectTree()
     var nameOwners: [BusName: TrackedName] = [:]
@@ -260,8 +262,8 @@ package final class DBusConnection: @unchecked Sendable {
 
     // MARK: Incoming messages
 
-    /// The filter every incoming message passes (replies to our pending calls
-    /// are taken by libdbus before it). Runs on `queue`, inside dispatch.
+    /// The filter every incoming message passes: signals, calls to our objects, and the replies
+    /// to our calls (``takeReply(_:)``). Runs on `queue`, inside dispatch.
     func handleIncoming(_ rawMessage: OpaquePointer) -> DBusHandlerResult {
         let type = dbus_message_get_type(rawMessage)
         if type == CDBUS_MESSAGE_TYPE_SIGNAL {
@@ -275,6 +277,11 @@ package final class DBusConnection: @unchecked Sendable {
         }
         if type == CDBUS_MESSAGE_TYPE_METHOD_CALL {
             dispatchMethodCall(DBusMessage(retaining: rawMessage))
+            return DBUS_HANDLER_RESULT_HANDLED
+        }
+        // A reply to none of our waiting calls (one that timed out or was cancelled) is dropped.
+        if type == CDBUS_MESSAGE_TYPE_METHOD_RETURN || type == CDBUS_MESSAGE_TYPE_ERROR {
+            _ = takeReply(rawMessage)
             return DBUS_HANDLER_RESULT_HANDLED
         }
         return DBUS_HANDLER_RESULT_NOT_YET_HANDLED

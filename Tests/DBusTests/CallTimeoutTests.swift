@@ -92,10 +92,11 @@ struct CallTimeoutTests {
         #expect(held.count == 1)
     }
 
-    /// The table keeps each timeout's index in libdbus's data and fills a hole with its last
-    /// entry: answering the first of four held calls moves the last one's timeout; the short one
-    /// in the middle still times out at its deadline, and the moved one is still answered.
-    @Test func answeringACallKeepsTheOthersTimeouts() async throws {
+    /// The waiting calls are kept in an array (with their serials beside) and a call that ends
+    /// leaves its place to the last one: answering the first of four held calls moves the last;
+    /// the short one in the middle still times out at its deadline, and the moved one is still
+    /// answered (its reply found by serial in its new place).
+    @Test func answeringACallKeepsTheOthersWaiting() async throws {
         let fixture = try await Fixture()
         let long = Duration.seconds(30)
         let short = TestTime.scaled(.milliseconds(600))
@@ -107,46 +108,58 @@ struct CallTimeoutTests {
         let held = fixture.held.values
         func id(_ invocation: DBusMethodInvocation) -> UInt32? { (try? invocation.arguments())?.first?.uint32Value }
         let byID = Dictionary(uniqueKeysWithValues: held.map { (id($0) ?? .max, $0) })
-        #expect(Self.timeoutTable(of: fixture.client) == .consistent(count: 4))
+        #expect(Self.waitingCalls(of: fixture.client) == .consistent(count: 4))
         byID[0]?.reply([.string("first")])
         #expect(try await tasks[0].value == [.string("first")])
-        // The last timeout now sits in the first's slot, and finds itself there.
-        #expect(Self.timeoutTable(of: fixture.client) == .consistent(count: 3))
+        // The last call now sits in the first's place, and knows it.
+        #expect(Self.waitingCalls(of: fixture.client) == .consistent(count: 3))
         let error = await #expect(throws: DBusError.self) { try await tasks[2].value }
         #expect(error?.code == .timeout)
         byID[3]?.reply([.string("moved")])
         #expect(try await tasks[3].value == [.string("moved")])
         byID[1]?.reply([.string("second")])
         #expect(try await tasks[1].value == [.string("second")])
-        // Every removal found its entry: none is left behind for a freed timeout.
-        #expect(Self.timeoutTable(of: fixture.client) == .consistent(count: 0))
+        #expect(Self.waitingCalls(of: fixture.client) == .consistent(count: 0))
     }
 
     enum TableState: Equatable {
         case consistent(count: Int)
-        /// Some entry's index, as its libdbus timeout keeps it, points elsewhere.
+        /// Some call's slot, or the serial beside it, is not its own.
         case inconsistent
     }
 
-    /// The connection's timeout table, read on its queue: how many entries, and whether each
-    /// finds itself through the index its timeout keeps.
-    static func timeoutTable(of connection: DBusConnection) -> TableState {
+    /// The connection's waiting calls, read on its queue: how many, and whether each finds itself
+    /// at its slot with its serial beside it.
+    static func waitingCalls(of connection: DBusConnection) -> TableState {
         connection.onQueue {
-            let table = connection.timeouts
-            let found = table.entries.indices.allSatisfy { table.index(of: table.entries[$0].timeout) == $0 }
-            return found ? .consistent(count: table.entries.count) : .inconsistent
+            let calls = connection.pendingCalls
+            guard calls.count == connection.pendingSerials.count else { return .inconsistent }
+            let found = calls.indices.allSatisfy {
+                calls[$0].slot == $0 && connection.pendingSerials[$0] == calls[$0].serial
+            }
+            return found ? .consistent(count: calls.count) : .inconsistent
         }
     }
 
-    /// libdbus takes whole milliseconds: rounded up, never 0 (which it would not accept), and
-    /// `Int32.max` ("no timeout") for anything at least that long.
+    /// A call's deadline: its timeout after the moment it was sent, to the nanosecond; at least a
+    /// millisecond on (libdbus took whole milliseconds, never 0); never (`UInt64.max`) for a
+    /// timeout past the clock's range.
     @Test(arguments: [
-        (Duration.zero, Int32(1)), (.seconds(-5), 1), (.nanoseconds(1), 1), (.microseconds(1500), 2),
-        (.milliseconds(250), 250), (.seconds(25), 25_000), (.seconds(2_147_483), 2_147_483_000),
-        (.milliseconds(2_147_483_648), Int32.max),
-        (.seconds(Int64.max), Int32.max), (.milliseconds(Int64.max), Int32.max), (.seconds(1e15), Int32.max),
+        (Duration.zero, UInt64(1_000_000)), (.seconds(-5), 1_000_000), (.nanoseconds(1), 1_000_000),
+        (.microseconds(1500), 1_500_000), (.milliseconds(250), 250_000_000), (.seconds(25), 25_000_000_000),
+        (.seconds(Int64.max), UInt64.max), (.milliseconds(Int64.max), UInt64.max),
+        (.seconds(1e9), 1_000_000_000_000_000_000),
     ])
-    func timeoutsBecomeLibdbusMilliseconds(_ timeout: Duration, _ expected: Int32) {
-        #expect(DBusConnection.libdbusMilliseconds(timeout) == expected)
+    func callDeadlinesAreInNanoseconds(_ timeout: Duration, _ expectedAfter: UInt64) {
+        let now: UInt64 = 5_000_000_000
+        let deadline = DBusConnection.callDeadline(after: timeout, now: now)
+        #expect(deadline == (expectedAfter == .max ? .max : now + expectedAfter))
+    }
+
+    /// Near the end of the clock's range, a long timeout saturates instead of wrapping around.
+    @Test func aDeadlinePastTheClocksRangeIsNever() {
+        let now = UInt64.max - 10_000_000_000
+        #expect(DBusConnection.callDeadline(after: .seconds(5), now: now) == now + 5_000_000_000)
+        #expect(DBusConnection.callDeadline(after: .seconds(11), now: now) == .max)
     }
 }

@@ -137,6 +137,14 @@ let package = Package(
             path: "Benchmarks/GatewayBenchmark",
             swiftSettings: strictSettings
         ),
+        // The wake-up floor (Scripts/benchmark-wakeup-floor): the library's notification paths
+        // alone, beside C and Python, in the emulated BlueZ environment.
+        .executableTarget(
+            name: "WakeupFloor",
+            dependencies: ["BlueZ", "DBus"],
+            path: "Benchmarks/WakeupFloor",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],

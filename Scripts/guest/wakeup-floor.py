@@ -1,0 +1,295 @@
+#!/usr/bin/python3
+"""wakeup-floor — CPU per wake-up of the smallest possible reader and sender, beside BlueZKit's
+paths and Python's, in the emulated BlueZ environment (one TCG vCPU).
+
+Run by Scripts/benchmark-wakeup-floor inside Scripts/bluez-vm (dbus-daemon and bluetoothd up;
+no controller is used):
+
+  wakeup-floor.py --c-bin DIR --swift-bin FILE --python PY --python-dir DIR [--only receive,send]
+                  [--runs R] [--rates 5:150,30:300] [--warmup W] [--send-count N]
+                  [--send-interval-ms MS] [--destination NAME] [--json FILE]
+
+Receive: DIR/wakeup-writer sends a 2-byte datagram (a heart-rate measurement) every 1000/RATE
+ms (whole ms) on a SOCK_SEQPACKET socket pair made here, whose other end the reader inherits —
+as bluetoothd writes notifications to an AcquireNotify socket. Readers: c-blocking (recv loop,
+the floor) and c-epoll (epoll_wait + recv) from DIR/wakeup-reader, swift (WakeupFloor read:
+BlueZ's BlueZNotifySocket into a serial queue, Data and decoding), python (asyncio add_reader
++ os.read(fd, 1024) + a bytearray callback, as bleak). For each RATE:COUNT, W warm-up
+datagrams, then COUNT measured. The writer stops half an interval after datagram W and after
+the last one and this driver samples the reader then (it waits for the next datagram): the
+window holds exactly COUNT datagrams.
+Send: every MS ms (default 20) a PropertiesChanged(Value: ay) signal on the system bus and one
+JSON line to standard output (a pipe read here): c (DIR/wakeup-sender: clock_nanosleep,
+libdbus send + flush, write), swift-dispatch (WakeupFloor send dispatch: a DispatchSourceTimer,
+as heart-rate-peripheral), swift-thread (WakeupFloor send thread: a clock_nanosleep thread),
+python (dbus-next, an asyncio sleep loop, as bless). C and Swift address the signal to
+--destination (default org.bluez, as BlueZKit's updateValue addresses bluetoothd; "" for a
+broadcast, then Swift's goes through DBusConnection.send); python broadcasts (as bless). The
+driver samples the sender when it reads line W and line W + N (the same point of the tick).
+
+CPU, of the measured process only (all its threads): the sum over /proc/PID/task/* of
+schedstat's first field (ns on a CPU; the main figure, µs per datagram or signal), utime +
+stime of /proc/PID/stat (clock ticks, exited threads included; shown beside it), voluntary +
+involuntary context switches summed over the tasks' status (per datagram: the wake-ups; the JSON and the log also
+have both per thread, by name), and
+the thread count at both samples (a thread that exits in the window takes its schedstat and
+switches with it). R runs of every variant (default 3), order alternating. Prints a table
+(median, min – max per variant, ratios of medians to C's and to Python's) and writes --json.
+"""
+
+import argparse
+import glob
+import json
+import os
+import platform
+import select
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import guest_common  # noqa: E402
+from guest_common import die, log  # noqa: E402
+
+guest_common.PROGRAM = "wakeup-floor"
+
+RECEIVERS = ["c-blocking", "c-epoll", "swift", "python"]
+SENDERS = ["c", "swift-dispatch", "swift-thread", "python"]
+
+
+def sample(pid):
+    """The process's counters: schedstat ns, stat ticks, context switches, threads (all tasks)."""
+    tasks = {}
+    for task in glob.glob(f"/proc/{pid}/task/*"):
+        try:
+            with open(f"{task}/schedstat") as schedstat:
+                ns = int(schedstat.read().split()[0])
+            switches = 0
+            with open(f"{task}/status") as status:
+                for line in status:
+                    if line.startswith("Name:"):
+                        name = line.split(None, 1)[1].strip() if len(line.split()) > 1 else "?"
+                    elif line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        switches += int(line.split()[1])
+            tasks[os.path.basename(task)] = (name, ns, switches)
+        except (FileNotFoundError, ProcessLookupError):
+            pass  # a thread that just exited
+    return {"ns": sum(t[1] for t in tasks.values()), "ticks": guest_common.cpu_ticks(pid),
+            "switches": sum(t[2] for t in tasks.values()), "threads": len(tasks), "tasks": tasks}
+
+
+def per_item(start, end, count):
+    """The window's figures per datagram or signal."""
+    tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
+    # Per thread (by name, threads alive at both samples): µs and switches per item.
+    by_thread = {}
+    for tid, (name, ns, switches) in end["tasks"].items():
+        if tid in start["tasks"]:
+            us, n = by_thread.get(name, (0.0, 0.0))
+            by_thread[name] = (us + (ns - start["tasks"][tid][1]) / 1000 / count,
+                               n + (switches - start["tasks"][tid][2]) / count)
+    return {
+        "by_thread": {name: {"cpu_us": round(us, 2), "switches": round(n, 3)} for name, (us, n) in by_thread.items()},
+        "cpu_us": (end["ns"] - start["ns"]) / 1000 / count,
+        "cpu_us_stat": (end["ticks"] - start["ticks"]) * tick_us / count,
+        "switches": (end["switches"] - start["switches"]) / count,
+        "threads": [start["threads"], end["threads"]],
+    }
+
+
+class Lines:
+    """Lines from a child's unbuffered stdout, each waited for with a time limit."""
+
+    def __init__(self, stream, what):
+        self.fd, self.what, self.buffer = stream.fileno(), what, b""
+
+    def next(self, seconds=120):
+        deadline = time.monotonic() + seconds
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.fd], [], [], left)[0]:
+                die(f"{self.what}: no line within {seconds} s")
+            chunk = os.read(self.fd, 4096)
+            if not chunk:
+                die(f"{self.what}: output ended ({self.buffer!r} left)")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return line.decode()
+
+
+def finish(process, what, seconds=60):
+    try:
+        status = process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        die(f"{what} did not exit")
+    if status != 0:
+        die(f"{what} exited with {status}")
+
+
+def receive_command(args, variant, fd):
+    return {
+        "c-blocking": [f"{args.c_bin}/wakeup-reader", "blocking", str(fd)],
+        "c-epoll": [f"{args.c_bin}/wakeup-reader", "epoll", str(fd)],
+        "swift": [args.swift_bin, "read", str(fd)],
+        "python": [args.python, f"{args.python_dir}/wakeup_reader.py", str(fd)],
+    }[variant]
+
+
+def receive_run(args, variant, rate, count):
+    interval_ms = round(1000 / rate)
+    what = f"{variant} reader at {rate}/s"
+    reader_end, writer_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    reader = subprocess.Popen(receive_command(args, variant, reader_end.fileno()), pass_fds=(reader_end.fileno(),),
+                              stdout=subprocess.PIPE, bufsize=0)
+    reader_end.close()
+    reader_lines = Lines(reader.stdout, what)
+    if reader_lines.next() != "ready":
+        die(f"{what}: expected ready")
+    writer = subprocess.Popen(
+        [f"{args.c_bin}/wakeup-writer", str(writer_end.fileno()), str(interval_ms), str(args.warmup), str(count)],
+        pass_fds=(writer_end.fileno(),), stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    writer_end.close()
+    writer_lines = Lines(writer.stdout, "the writer")
+    samples = []
+    for mark in (args.warmup, args.warmup + count):
+        if writer_lines.next(seconds=60 + count * interval_ms / 1000) != f"mark {mark}":
+            die(f"{what}: the writer's mark {mark} missing")
+        samples.append(sample(reader.pid))
+        writer.stdin.write(b"go\n")
+    sent = writer_lines.next()
+    finish(writer, "the writer")
+    received = reader_lines.next()
+    finish(reader, what)
+    if received.replace("received", "sent") != sent:
+        die(f"{what}: {received!r}, but the writer {sent!r}")
+    return per_item(samples[0], samples[1], count)
+
+
+def send_command(args, variant, total):
+    interval, destination = str(args.send_interval_ms), ([args.destination] if args.destination else [])
+    return {
+        "c": [f"{args.c_bin}/wakeup-sender", interval, str(total), *destination],
+        "swift-dispatch": [args.swift_bin, "send", "dispatch", interval, str(total), *destination],
+        "swift-thread": [args.swift_bin, "send", "thread", interval, str(total), *destination],
+        "python": [args.python, f"{args.python_dir}/wakeup_sender.py", interval, str(total)],
+    }[variant]
+
+
+def send_run(args, variant):
+    count, warmup = args.send_count, args.warmup
+    total = warmup + count + 5  # still running when the last sample is taken
+    what = f"{variant} sender"
+    sender = subprocess.Popen(send_command(args, variant, total), stdout=subprocess.PIPE, bufsize=0)
+    lines = Lines(sender.stdout, what)
+    samples = []
+    for number in range(1, total + 1):
+        line = lines.next()
+        if '"event": "notified"' not in line:
+            die(f"{what}: unexpected line {line!r}")
+        if number in (warmup, warmup + count):
+            samples.append(sample(sender.pid))
+    finish(sender, what)
+    return per_item(samples[0], samples[1], count)
+
+
+def summary(runs):
+    result = {}
+    for key in ("cpu_us", "cpu_us_stat", "switches"):
+        values = [run[key] for run in runs]
+        result[key] = {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
+    result["threads"] = [run["threads"] for run in runs]
+    result["by_thread"] = [run["by_thread"] for run in runs]
+    return result
+
+
+def add_ratios(group, c, python):
+    for figures in group.values():
+        median = figures["cpu_us"]["median"]
+        figures["ratio_to_c"] = median / group[c]["cpu_us"]["median"] if c in group else None
+        figures["ratio_to_python"] = median / group[python]["cpu_us"]["median"] if python in group else None
+
+
+def measure(variants, runs, run_one, label):
+    results = {variant: [] for variant in variants}
+    for run in range(runs):
+        order = variants if run % 2 == 0 else list(reversed(variants))
+        for variant in order:
+            figures = run_one(variant)
+            log(f"  {label} run {run + 1} {variant}: {figures['cpu_us']:.1f} µs "
+                f"(stat {figures['cpu_us_stat']:.0f}), {figures['switches']:.2f} switches, threads {figures['threads']}")
+            if len(figures["by_thread"]) > 1:
+                log("    by thread: " + ", ".join(f"{name} {t['cpu_us']:.1f} µs {t['switches']:.2f} sw"
+                                                 for name, t in figures["by_thread"].items()))
+            results[variant].append(figures)
+    return {variant: summary(values) for variant, values in results.items()}
+
+
+def print_table(title, group):
+    print(f"\n{title}")
+    print(f"  {'variant':<15} {'µs/item median':>14}  {'min – max':<17} {'stat µs':>8} {'switches':>8} "
+          f"{'× C':>6} {'× Python':>8}")
+    for variant, f in group.items():
+        cpu = f["cpu_us"]
+        ratio_c = f"{f['ratio_to_c']:.2f}" if f["ratio_to_c"] is not None else "–"
+        ratio_py = f"{f['ratio_to_python']:.2f}" if f["ratio_to_python"] is not None else "–"
+        print(f"  {variant:<15} {cpu['median']:>14.1f}  {cpu['min']:>7.1f} – {cpu['max']:<7.1f} "
+              f"{f['cpu_us_stat']['median']:>8.0f} {f['switches']['median']:>8.2f} {ratio_c:>6} {ratio_py:>8}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description="the wake-up floor (see the module's docstring)")
+    parser.add_argument("--c-bin", required=True)
+    parser.add_argument("--swift-bin", required=True)
+    parser.add_argument("--python", required=True)
+    parser.add_argument("--python-dir", required=True)
+    parser.add_argument("--only", default="receive,send")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rates", default="5:150,30:300")
+    parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--send-count", type=int, default=500)
+    parser.add_argument("--send-interval-ms", type=int, default=20)
+    parser.add_argument("--destination", default="org.bluez")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    only = set(args.only.split(","))
+    if not only <= {"receive", "send"}:
+        die("--only takes receive, send")
+    if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"):
+        die("this kernel has no /proc/PID/task/TID/schedstat")
+    result = {"kernel": platform.release(), "cpus": os.cpu_count(), "runs": args.runs, "warmup": args.warmup,
+              "clock_ticks_per_s": os.sysconf("SC_CLK_TCK"), "receive": {}, "send": {}}
+    if "receive" in only:
+        for pair in args.rates.split(","):
+            rate, count = (int(part) for part in pair.split(":"))
+            log(f"receive: {rate}/s ({round(1000 / rate)} ms), {args.warmup} + {count} datagrams, "
+                f"{args.runs} runs of {', '.join(RECEIVERS)}")
+            group = measure(RECEIVERS, args.runs, lambda v: receive_run(args, v, rate, count), f"{rate}/s")
+            add_ratios(group, "c-blocking", "python")
+            result["receive"][str(rate)] = {"interval_ms": round(1000 / rate), "count": count, "variants": group}
+    if "send" in only:
+        log(f"send: every {args.send_interval_ms} ms, {args.warmup} + {args.send_count} signals, "
+            f"{args.runs} runs of {', '.join(SENDERS)}")
+        group = measure(SENDERS, args.runs, lambda v: send_run(args, v), "send")
+        add_ratios(group, "c", "python")
+        result["send"] = {"interval_ms": args.send_interval_ms, "count": args.send_count,
+                          "destination": args.destination, "variants": group}
+    print(f"wake-up floor: {result['kernel']}, {result['cpus']} CPU, {args.runs} runs; CPU per item is "
+          "schedstat (µs, median and range); stat µs from utime+stime (ticks); switches per item")
+    for rate, entry in result["receive"].items():
+        print_table(f"receive {rate}/s (one datagram every {entry['interval_ms']} ms, {entry['count']} measured)",
+                    entry["variants"])
+    if result["send"]:
+        print_table(f"send every {result['send']['interval_ms']} ms ({result['send']['count']} signals measured)",
+                    result["send"]["variants"])
+    sys.stdout.flush()
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(result, out, indent=2)
+        log(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

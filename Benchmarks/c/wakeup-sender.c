@@ -1,4 +1,4 @@
-/* wakeup-sender INTERVAL_MS COUNT [DESTINATION] — the C floor of the send side
+/* wakeup-sender [--no-bus] INTERVAL_MS COUNT [DESTINATION] — the C floor of the send side
  * (Scripts/benchmark-wakeup-floor, driven by Scripts/guest/wakeup-floor.py).
  *
  * On one thread, on the system bus (DBUS_SYSTEM_BUS_ADDRESS honoured): every INTERVAL_MS on an
@@ -8,7 +8,8 @@
  * bluetoothd), sends it (dbus_connection_send + dbus_connection_flush) and writes one line
  * {"bpm": N, "event": "notified"} to standard output with write(2) — what heart-rate-peripheral
  * does per measurement, with nothing around it. COUNT signals, then it exits. Incoming messages
- * are never read (no main loop): the few the bus sends stay in the socket. */
+ * are never read (no main loop): the few the bus sends stay in the socket. With --no-bus, no
+ * bus at all: each tick only wakes up and writes its line (what the signal adds is the rest). */
 #include "bench-common.h"
 #include "wakeup-common.h"
 
@@ -42,8 +43,13 @@ static DBusMessage *value_signal(unsigned rate, const char *destination) {
 }
 
 int main(int argc, char **argv) {
+    int no_bus = argc > 1 && strcmp(argv[1], "--no-bus") == 0;
+    if (no_bus) {
+        argv++;
+        argc--;
+    }
     if (argc != 3 && argc != 4) {
-        fprintf(stderr, "usage: %s INTERVAL_MS COUNT [DESTINATION]\n", argv[0]);
+        fprintf(stderr, "usage: %s [--no-bus] INTERVAL_MS COUNT [DESTINATION]\n", argv[0]);
         return 2;
     }
     long interval_ns = (long)wakeup_number(argv[1], 1) * 1000000L;
@@ -51,24 +57,31 @@ int main(int argc, char **argv) {
     const char *destination = argc == 4 && argv[3][0] ? argv[3] : NULL;
     DBusError error;
     dbus_error_init(&error);
-    DBusConnection *connection = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error);
-    if (!connection) bench_die("cannot connect to the system bus", &error);
-    dbus_connection_set_exit_on_disconnect(connection, FALSE);
+    DBusConnection *connection = NULL;
+    if (!no_bus) {
+        connection = dbus_bus_get_private(DBUS_BUS_SYSTEM, &error);
+        if (!connection) bench_die("cannot connect to the system bus", &error);
+        dbus_connection_set_exit_on_disconnect(connection, FALSE);
+    }
     struct timespec next;
     clock_gettime(CLOCK_MONOTONIC, &next);
     for (unsigned long i = 0; i < count; i++) {
         wakeup_advance(&next, interval_ns);
         wakeup_sleep_until(&next);
         unsigned rate = wakeup_rate(i);
-        DBusMessage *message = value_signal(rate, destination);
-        if (!dbus_connection_send(connection, message, NULL)) bench_die("send failed", NULL);
-        dbus_connection_flush(connection);
-        dbus_message_unref(message);
+        if (connection) {
+            DBusMessage *message = value_signal(rate, destination);
+            if (!dbus_connection_send(connection, message, NULL)) bench_die("send failed", NULL);
+            dbus_connection_flush(connection);
+            dbus_message_unref(message);
+        }
         char line[64];
         int length = snprintf(line, sizeof line, "{\"bpm\": %u, \"event\": \"notified\"}\n", rate);
         if (write(1, line, (size_t)length) != length) wakeup_die("write");
     }
-    dbus_connection_close(connection);
-    dbus_connection_unref(connection);
+    if (connection) {
+        dbus_connection_close(connection);
+        dbus_connection_unref(connection);
+    }
     return 0;
 }

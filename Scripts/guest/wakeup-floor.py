@@ -20,7 +20,8 @@ the last one and this driver samples the reader then (it waits for the next data
 window holds exactly COUNT datagrams.
 Send: every MS ms (default 20) a PropertiesChanged(Value: ay) signal on the system bus and one
 JSON line to standard output (a pipe read here): c (DIR/wakeup-sender: clock_nanosleep,
-libdbus send + flush, write), swift-dispatch (WakeupFloor send dispatch: a DispatchSourceTimer,
+libdbus send + flush, write), c-no-bus (the same without the signal: the wake-up and the line
+alone, for information), swift-dispatch (WakeupFloor send dispatch: a DispatchSourceTimer,
 as heart-rate-peripheral), swift-thread (WakeupFloor send thread: a clock_nanosleep thread),
 python (dbus-next, an asyncio sleep loop, as bless). C and Swift address the signal to
 --destination (default org.bluez, as BlueZKit's updateValue addresses bluetoothd; "" for a
@@ -31,7 +32,7 @@ CPU, of the measured process only (all its threads): the sum over /proc/PID/task
 schedstat's first field (ns on a CPU; the main figure, µs per datagram or signal), utime +
 stime of /proc/PID/stat (clock ticks, exited threads included; shown beside it), voluntary +
 involuntary context switches summed over the tasks' status (per datagram: the wake-ups; the JSON and the log also
-have both per thread, by name), and
+have both per thread, as name:tid), and
 the thread count at both samples (a thread that exits in the window takes its schedstat and
 switches with it). R runs of every variant (default 3), order alternating. Prints a table
 (median, min – max per variant, ratios of medians to C's and to Python's) and writes --json.
@@ -56,7 +57,7 @@ from guest_common import die, log  # noqa: E402
 guest_common.PROGRAM = "wakeup-floor"
 
 RECEIVERS = ["c-blocking", "c-epoll", "swift", "python"]
-SENDERS = ["c", "swift-dispatch", "swift-thread", "python"]
+SENDERS = ["c", "c-no-bus", "swift-dispatch", "swift-thread", "python"]
 
 
 def sample(pid):
@@ -76,26 +77,34 @@ def sample(pid):
             tasks[os.path.basename(task)] = (name, ns, switches)
         except (FileNotFoundError, ProcessLookupError):
             pass  # a thread that just exited
-    return {"ns": sum(t[1] for t in tasks.values()), "ticks": guest_common.cpu_ticks(pid),
-            "switches": sum(t[2] for t in tasks.values()), "threads": len(tasks), "tasks": tasks}
+    return {"ticks": guest_common.cpu_ticks(pid), "threads": len(tasks), "tasks": tasks}
 
 
 def per_item(start, end, count):
-    """The window's figures per datagram or signal."""
+    """The window's figures per datagram or signal.
+
+    Summed over the threads alive at the end, each from its start value (0 for a thread born in
+    the window); a thread that ended in the window took its counters with it (its start values
+    are not subtracted either: "exited" counts them, and the stat figure still has its time)."""
     tick_us = 1e6 / os.sysconf("SC_CLK_TCK")
-    # Per thread (by name, threads alive at both samples): µs and switches per item.
+    total_ns = total_switches = 0
+    for tid, (_, end_ns, end_switches) in end["tasks"].items():
+        _, start_ns, start_switches = start["tasks"].get(tid, ("", 0, 0))
+        total_ns += end_ns - start_ns
+        total_switches += end_switches - start_switches
+    # Per thread ("name:tid", threads alive at both samples): µs and switches per item.
     by_thread = {}
-    for tid, (name, ns, switches) in end["tasks"].items():
+    for tid, (name, ns, switches) in sorted(end["tasks"].items(), key=lambda item: int(item[0])):
         if tid in start["tasks"]:
-            us, n = by_thread.get(name, (0.0, 0.0))
-            by_thread[name] = (us + (ns - start["tasks"][tid][1]) / 1000 / count,
-                               n + (switches - start["tasks"][tid][2]) / count)
+            by_thread[f"{name}:{tid}"] = {"cpu_us": round((ns - start["tasks"][tid][1]) / 1000 / count, 2),
+                                          "switches": round((switches - start["tasks"][tid][2]) / count, 3)}
     return {
-        "by_thread": {name: {"cpu_us": round(us, 2), "switches": round(n, 3)} for name, (us, n) in by_thread.items()},
-        "cpu_us": (end["ns"] - start["ns"]) / 1000 / count,
+        "by_thread": by_thread,
+        "cpu_us": total_ns / 1000 / count,
         "cpu_us_stat": (end["ticks"] - start["ticks"]) * tick_us / count,
-        "switches": (end["switches"] - start["switches"]) / count,
+        "switches": total_switches / count,
         "threads": [start["threads"], end["threads"]],
+        "exited": len(set(start["tasks"]) - set(end["tasks"])),
     }
 
 
@@ -172,6 +181,7 @@ def send_command(args, variant, total):
     interval, destination = str(args.send_interval_ms), ([args.destination] if args.destination else [])
     return {
         "c": [f"{args.c_bin}/wakeup-sender", interval, str(total), *destination],
+        "c-no-bus": [f"{args.c_bin}/wakeup-sender", "--no-bus", interval, str(total)],
         "swift-dispatch": [args.swift_bin, "send", "dispatch", interval, str(total), *destination],
         "swift-thread": [args.swift_bin, "send", "thread", interval, str(total), *destination],
         "python": [args.python, f"{args.python_dir}/wakeup_sender.py", interval, str(total)],
@@ -201,6 +211,7 @@ def summary(runs):
         values = [run[key] for run in runs]
         result[key] = {"median": statistics.median(values), "min": min(values), "max": max(values), "runs": values}
     result["threads"] = [run["threads"] for run in runs]
+    result["exited"] = [run["exited"] for run in runs]
     result["by_thread"] = [run["by_thread"] for run in runs]
     return result
 
@@ -219,7 +230,8 @@ def measure(variants, runs, run_one, label):
         for variant in order:
             figures = run_one(variant)
             log(f"  {label} run {run + 1} {variant}: {figures['cpu_us']:.1f} µs "
-                f"(stat {figures['cpu_us_stat']:.0f}), {figures['switches']:.2f} switches, threads {figures['threads']}")
+                f"(stat {figures['cpu_us_stat']:.0f}), {figures['switches']:.2f} switches, threads {figures['threads']}, "
+                f"{figures['exited']} exited")
             if len(figures["by_thread"]) > 1:
                 log("    by thread: " + ", ".join(f"{name} {t['cpu_us']:.1f} µs {t['switches']:.2f} sw"
                                                  for name, t in figures["by_thread"].items()))

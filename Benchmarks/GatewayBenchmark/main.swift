@@ -1,12 +1,15 @@
 // GatewayBenchmark — one central reading many heart-rate sensors at once (a gateway).
 //
 //   GatewayBenchmark [--adapter hci0] [--prefix NAME] [--links K] [--count N] [--warmup W]
-//                    [--extra E] [--timeout SECONDS] [--print-readings]
+//                    [--extra E] [--timeout SECONDS] [--print-readings] [--notify-sockets]
 //
 // Scans on the adapter for the Heart Rate service (0x180D) until it has seen the K peripherals
 // named PREFIX1 … PREFIXK (default prefix "BlueZKit GW ", K = 6), then connects to them one
 // after the other in that order (the next connect once the previous one reported didConnect),
-// discovers the Heart Rate service and its measurement (0x2A37) on each and subscribes. Every
+// discovers the Heart Rate service and its measurement (0x2A37) on each and subscribes (through
+// StartNotify's PropertiesChanged signals, the default, or with --notify-sockets through
+// AcquireNotify's socket: CentralManagerOptions.usesNotifySockets, the setting for a gateway
+// whose sensors and bluetoothd are known). Every
 // notification is decoded as the heart-rate example does (flags, 8- or 16-bit rate, energy
 // expended, RR intervals) and counted, per link and in all. Only `import BlueZKit`, Core
 // Bluetooth style delegates on one queue.
@@ -46,13 +49,15 @@ struct Configuration {
     var extra = 50
     var timeout = 300
     var printReadings = false
+    var notifySockets = false
 }
 
 func usageExit(_ text: String) -> Never {
     FileHandle.standardError.write(
         Data(
             ("GatewayBenchmark: \(text)\nusage: GatewayBenchmark [--adapter hciN] [--prefix NAME] [--links K] "
-                + "[--count N] [--warmup W] [--extra E] [--timeout SECONDS] [--print-readings]\n").utf8))
+                + "[--count N] [--warmup W] [--extra E] [--timeout SECONDS] [--print-readings] "
+                + "[--notify-sockets]\n").utf8))
     exit(2)
 }
 
@@ -79,6 +84,7 @@ func parse(_ arguments: [String]) -> Configuration {
         case "--extra": configuration.extra = number(flag, minimum: 0)
         case "--timeout": configuration.timeout = number(flag, minimum: 1)
         case "--print-readings": configuration.printReadings = true
+        case "--notify-sockets": configuration.notifySockets = true
         default: usageExit("unknown argument \(flag)")
         }
     }
@@ -179,7 +185,9 @@ final class Gateway: CentralManagerDelegate, PeripheralDelegate, @unchecked Send
     func run() {
         queue.async {
             self.manager = CentralManager(
-                delegate: self, queue: self.queue, options: CentralManagerOptions(adapter: self.configuration.adapter))
+                delegate: self, queue: self.queue,
+                options: CentralManagerOptions(
+                    adapter: self.configuration.adapter, usesNotifySockets: self.configuration.notifySockets))
         }
         queue.asyncAfter(deadline: .now() + .seconds(configuration.timeout)) {
             self.fail(

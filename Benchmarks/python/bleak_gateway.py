@@ -1,13 +1,14 @@
 """The bleak side of the gateway benchmark (Scripts/guest/gateway-benchmark.py).
 
     python bleak_gateway.py [--adapter hci0] [--prefix NAME] [--links K] [--count N] [--warmup W]
-                            [--extra E] [--timeout S] [--print-readings]
+                            [--extra E] [--timeout S] [--print-readings] [--acquire-notify]
 
 Does what Benchmarks/GatewayBenchmark does, with bleak: scans (BleakScanner, the Heart Rate
 service) until it has seen the peripherals named PREFIX1 … PREFIXK (default "BlueZKit GW ",
 K = 6), connects to them one after the other in that order (the order the emulated
 environment is prepared for; see GatewayBenchmark), subscribes to Heart Rate Measurement
-(0x2A37, bleak's default StartNotify path) on each, decodes every notification as
+(0x2A37, bleak's default StartNotify path, or with --acquire-notify AcquireNotify's socket:
+bluez={"use_start_notify": False}) on each, decodes every notification as
 bleak_central.py does and counts them per link and in all. Once all K are subscribed and W
 more readings arrived it prints {"event": "window", "mark": "start", ...}, N readings later
 {"event": "window", "mark": "end", ...} (the watcher samples /proc/PID/stat at those lines),
@@ -50,6 +51,7 @@ async def main():
     parser.add_argument("--extra", type=int, default=50)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--print-readings", action="store_true")
+    parser.add_argument("--acquire-notify", action="store_true")
     args = parser.parse_args()
     if args.links < 1 or args.count < 2 or args.warmup < 0 or args.extra < 0:
         parser.error("--links at least 1, --count at least 2, --warmup and --extra not negative")
@@ -127,7 +129,10 @@ async def main():
             try:
                 await client.connect()
                 emit("connected", name=name, links=index, attempt=attempt)
-                await client.start_notify(MEASUREMENT, on_notification(name))
+                if args.acquire_notify:
+                    await client.start_notify(MEASUREMENT, on_notification(name), bluez={"use_start_notify": False})
+                else:
+                    await client.start_notify(MEASUREMENT, on_notification(name))
                 break
             except Exception as error:  # noqa: BLE001 - reported, then retried
                 emit("error", message=f"{name} attempt {attempt}: {type(error).__name__}: {error}")

@@ -6,7 +6,7 @@ Run by Scripts/benchmark (--only gateway) inside the emulated BlueZ environment
 
   gateway-benchmark --bin DIR --python PY --bleak-gateway FILE [--links K] [--interval-ms MS]
                     [--runs R] [--one-link-runs R] [--count N] [--one-link-count N] [--warmup W]
-                    [--setup-only] [--json FILE]
+                    [--notify-path signals|socket] [--setup-only] [--json FILE]
 
 heart-rate-peripheral (DIR) runs on hci1 … hciK as "BlueZKit GW 1" … "BlueZKit GW K" (K = 6 by
 default), each notifying every MS ms to its subscribers (default 1000: 1/s, a heart-rate sensor's
@@ -65,6 +65,11 @@ once bluetoothd has looked at the other side's services) and takes hci0's links 
 the central run makes hci0's links in name order and each gets the handle its peripheral has
 free. This limits a single central to C-1 links with C controllers, C even (7 with 8 or 9
 controllers); without it, to one working link.
+
+--notify-path picks how both centrals receive: "signals" (default), StartNotify's PropertiesChanged
+signals, both libraries' default; "socket", AcquireNotify's socket (GatewayBenchmark
+--notify-sockets, i.e. CentralManagerOptions.usesNotifySockets, the setting documented for known
+sensors on a known bluetoothd; bleak_gateway.py --acquire-notify, bleak's use_start_notify=False).
 
 Prints progress on stderr and one JSON object on stdout (also to --json FILE): the set-up (the
 handles at both ends of every link), the runs and the medians. Exit status 0 when every run
@@ -318,10 +323,11 @@ def run_central(args, side, link_count, addresses, peripheral_adapters):
     seconds = args.run_timeout + 2 * (warmup + args_count(args, link_count) + extra) * args.interval_ms / 1000 / link_count
     common = ["--adapter", "hci0", "--prefix", PREFIX, "--links", str(link_count), "--count", str(args_count(args, link_count)),
               "--warmup", str(warmup), "--extra", str(extra), "--timeout", str(int(seconds))]
+    socket = args.notify_path == "socket"
     if side == "bluezkit":
-        command = [os.path.join(args.bin, "GatewayBenchmark"), *common]
+        command = [os.path.join(args.bin, "GatewayBenchmark"), *common, *(["--notify-sockets"] if socket else [])]
     else:
-        command = [args.python, args.bleak_gateway, *common]
+        command = [args.python, args.bleak_gateway, *common, *(["--acquire-notify"] if socket else [])]
     stderr_path = os.path.join(args.workdir, f"{side}-{link_count}.err")
     started = time.monotonic()
     with open(stderr_path, "wb") as stderr:
@@ -433,6 +439,10 @@ def main():
     parser.add_argument("--warmup", type=int, default=60)
     parser.add_argument("--extra", type=int, default=30)
     parser.add_argument("--run-timeout", type=float, default=240.0, help="seconds per run, plus twice the readings' time")
+    parser.add_argument("--notify-path", choices=("signals", "socket"), default="signals",
+                        help="how both centrals receive: StartNotify's PropertiesChanged signals (both libraries' "
+                        "default) or AcquireNotify's socket (GatewayBenchmark --notify-sockets, bleak_gateway.py "
+                        "--acquire-notify)")
     parser.add_argument("--setup-only", action="store_true", help="link the controllers, print the handles, stop")
     parser.add_argument("--json")
     args = parser.parse_args()
@@ -454,6 +464,7 @@ def main():
              for index in range(1, len(peripherals) + 1)]
     addresses = {adapter: address(adapter) for adapter in adapters}
     result = {"links": args.links, "interval_ms": args.interval_ms, "offered_per_s": args.links * 1000 / args.interval_ms,
+              "notify_path": args.notify_path,
               "controllers": nodes_needed, "setup": [], "runs": []}
 
     without_eatt(adapters)

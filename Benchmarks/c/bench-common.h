@@ -48,6 +48,32 @@ static inline void bench_value(unsigned long index, unsigned char *bytes) {
     for (int i = 0; i < BENCH_VALUE_LENGTH; i++) bytes[i] = (unsigned char)(index * 7 + (unsigned long)i);
 }
 
+/* PropertiesChanged("org.bluez.GattCharacteristic1", {"Value": <ay: BYTES>}, []), as
+ * BlueZKit's updateValue emits it; the caller addresses it (after the body) if it wants. */
+static inline DBusMessage *bench_value_signal(const unsigned char *bytes, int length) {
+    DBusMessage *message =
+        dbus_message_new_signal(BENCH_CHAR_PATH, BENCH_PROPERTIES_INTERFACE, BENCH_PROPERTIES_CHANGED);
+    if (!message) bench_die("out of memory", NULL);
+    DBusMessageIter iter, dict, entry, variant, array, invalidated;
+    const char *interface = BENCH_CHAR_INTERFACE, *key = "Value";
+    dbus_message_iter_init_append(message, &iter);
+    dbus_bool_t ok = dbus_message_iter_append_basic(&iter, DBUS_TYPE_STRING, &interface);
+    ok = ok && dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "{sv}", &dict);
+    ok = ok && dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
+    ok = ok && dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
+    ok = ok && dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "ay", &variant);
+    ok = ok && dbus_message_iter_open_container(&variant, DBUS_TYPE_ARRAY, "y", &array);
+    ok = ok && dbus_message_iter_append_fixed_array(&array, DBUS_TYPE_BYTE, &bytes, length);
+    ok = ok && dbus_message_iter_close_container(&variant, &array);
+    ok = ok && dbus_message_iter_close_container(&entry, &variant);
+    ok = ok && dbus_message_iter_close_container(&dict, &entry);
+    ok = ok && dbus_message_iter_close_container(&iter, &dict);
+    ok = ok && dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "s", &invalidated);
+    ok = ok && dbus_message_iter_close_container(&iter, &invalidated);
+    if (!ok) bench_die("out of memory", NULL);
+    return message;
+}
+
 /* The consumer's checksum step; the Swift receiver computes the same. */
 static inline uint64_t bench_checksum(uint64_t sum, const unsigned char *bytes, int count) {
     for (int i = 0; i < count; i++) sum = sum * 31 + bytes[i];

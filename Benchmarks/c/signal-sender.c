@@ -8,30 +8,9 @@
 #include "bench-common.h"
 
 static DBusMessage *value_signal(unsigned long index) {
-    DBusMessage *message =
-        dbus_message_new_signal(BENCH_CHAR_PATH, BENCH_PROPERTIES_INTERFACE, BENCH_PROPERTIES_CHANGED);
-    if (!message) bench_die("out of memory", NULL);
-    DBusMessageIter iter, dict, entry, variant, array, invalidated;
-    const char *interface = BENCH_CHAR_INTERFACE, *key = "Value";
     unsigned char bytes[BENCH_VALUE_LENGTH];
-    const unsigned char *pointer = bytes;
     bench_value(index, bytes);
-    dbus_message_iter_init_append(message, &iter);
-    dbus_bool_t ok = dbus_message_iter_append_basic(&iter, DBUS_TYPE_STRING, &interface);
-    ok = ok && dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "{sv}", &dict);
-    ok = ok && dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
-    ok = ok && dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
-    ok = ok && dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "ay", &variant);
-    ok = ok && dbus_message_iter_open_container(&variant, DBUS_TYPE_ARRAY, "y", &array);
-    ok = ok && dbus_message_iter_append_fixed_array(&array, DBUS_TYPE_BYTE, &pointer, BENCH_VALUE_LENGTH);
-    ok = ok && dbus_message_iter_close_container(&variant, &array);
-    ok = ok && dbus_message_iter_close_container(&entry, &variant);
-    ok = ok && dbus_message_iter_close_container(&dict, &entry);
-    ok = ok && dbus_message_iter_close_container(&iter, &dict);
-    ok = ok && dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "s", &invalidated);
-    ok = ok && dbus_message_iter_close_container(&iter, &invalidated);
-    if (!ok) bench_die("out of memory", NULL);
-    return message;
+    return bench_value_signal(bytes, BENCH_VALUE_LENGTH);
 }
 
 int main(int argc, char **argv) {

@@ -16,29 +16,9 @@
 #include <unistd.h>
 
 static DBusMessage *value_signal(unsigned rate, const char *destination) {
-    DBusMessage *message =
-        dbus_message_new_signal(BENCH_CHAR_PATH, BENCH_PROPERTIES_INTERFACE, BENCH_PROPERTIES_CHANGED);
-    if (!message) bench_die("out of memory", NULL);
-    DBusMessageIter iter, dict, entry, variant, array, invalidated;
-    const char *interface = BENCH_CHAR_INTERFACE, *key = "Value";
     unsigned char bytes[2] = {0x00, (unsigned char)rate};
-    const unsigned char *pointer = bytes;
-    dbus_message_iter_init_append(message, &iter);
-    dbus_bool_t ok = dbus_message_iter_append_basic(&iter, DBUS_TYPE_STRING, &interface);
-    ok = ok && dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "{sv}", &dict);
-    ok = ok && dbus_message_iter_open_container(&dict, DBUS_TYPE_DICT_ENTRY, NULL, &entry);
-    ok = ok && dbus_message_iter_append_basic(&entry, DBUS_TYPE_STRING, &key);
-    ok = ok && dbus_message_iter_open_container(&entry, DBUS_TYPE_VARIANT, "ay", &variant);
-    ok = ok && dbus_message_iter_open_container(&variant, DBUS_TYPE_ARRAY, "y", &array);
-    ok = ok && dbus_message_iter_append_fixed_array(&array, DBUS_TYPE_BYTE, &pointer, (int)sizeof bytes);
-    ok = ok && dbus_message_iter_close_container(&variant, &array);
-    ok = ok && dbus_message_iter_close_container(&entry, &variant);
-    ok = ok && dbus_message_iter_close_container(&dict, &entry);
-    ok = ok && dbus_message_iter_close_container(&iter, &dict);
-    ok = ok && dbus_message_iter_open_container(&iter, DBUS_TYPE_ARRAY, "s", &invalidated);
-    ok = ok && dbus_message_iter_close_container(&iter, &invalidated);
-    if (ok && destination) ok = dbus_message_set_destination(message, destination);
-    if (!ok) bench_die("out of memory", NULL);
+    DBusMessage *message = bench_value_signal(bytes, (int)sizeof bytes);
+    if (destination && !dbus_message_set_destination(message, destination)) bench_die("out of memory", NULL);
     return message;
 }
 

@@ -1,3 +1,4 @@
+import DBus
 package import Dispatch
 
 #if canImport(Glibc)
@@ -14,7 +15,7 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
     package let psm: UInt16
     package let queue: DispatchQueue
     private let descriptor: Descriptor
-    private var source: (any DispatchSourceRead)?
+    private var source: DescriptorWatch?
     private var closed = false
 
     /// What the kernel says of one accepted channel.
@@ -55,11 +56,11 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
     package func accept(_ handler: @escaping @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed, source == nil else { return }
-        let source = DispatchSource.makeReadSource(fileDescriptor: descriptor.fd, queue: queue)
-        self.source = source
-        source.setCancelHandler { [descriptor] in _ = descriptor }
-        source.setEventHandler { [weak self] in self?.acceptPending(handler) }
-        source.resume()
+        source = DescriptorWatch.repeating(descriptor.fd, .readable, queue: queue) { [weak self] in
+            self?.acceptPending(handler)
+        } cancelled: { [descriptor] in
+            _ = descriptor
+        }
     }
 
     private func acceptPending(_ handler: @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {

@@ -1,3 +1,4 @@
+import DBus
 package import Dispatch
 
 #if canImport(Glibc)
@@ -23,8 +24,8 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     private let descriptor: Descriptor
     private var fd: Int32 { descriptor.fd }
     private var closed = false
-    private var readable: (any DispatchSourceRead)?
-    private var writable: (any DispatchSourceWrite)?
+    private var readable: DescriptorWatch?
+    private var writable: DescriptorWatch?
     /// Counts arms, so a fired source knows whether it is still the current one.
     private var readableArms = 0
     private var writableArms = 0
@@ -102,8 +103,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
             return queue.async { completion(.failure(error)) }
         }
         // Non-blocking connect: writable once the channel is up or failed; SO_ERROR says which.
-        // The descriptor stays open until the source's cancel handler has run (libdispatch's rule).
-        let source = DispatchSource.makeWriteSource(fileDescriptor: descriptor.fd, queue: queue)
+        // The descriptor stays open until the watch's `cancelled` has run.
         let connected: @Sendable () -> Void = {
             var error: Int32 = 0
             var length = socklen_t(MemoryLayout<Int32>.size)
@@ -114,7 +114,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
                 completion(.success(BlueZL2CAPSocket(descriptor, queue: queue)))
             }
         }
-        OneShotSource.arm(source, whenCancelled: { _ = descriptor }, fired: connected)
+        _ = DescriptorWatch.oneShot(descriptor.fd, .writable, queue: queue, fired: connected) { _ = descriptor }
     }
 
     /// Reads one SDU without waiting (on `queue`).
@@ -155,11 +155,9 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return queue.async(execute: body) }
         readable?.cancel()
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        readable = source
         readableArms += 1
         let arm = readableArms
-        self.arm(source) { [weak self] in
+        readable = self.arm(.readable) { [weak self] in
             if let self, self.readableArms == arm { self.readable = nil }
             body()
         }
@@ -171,19 +169,17 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return queue.async(execute: body) }
         writable?.cancel()
-        let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
-        writable = source
         writableArms += 1
         let arm = writableArms
-        self.arm(source) { [weak self] in
+        writable = self.arm(.writable) { [weak self] in
             if let self, self.writableArms == arm { self.writable = nil }
             body()
         }
     }
 
-    private func arm(_ source: any DispatchSourceProtocol, fired: @escaping @Sendable () -> Void) {
-        // The descriptor stays open until the source's cancel handler has run (libdispatch's rule).
-        OneShotSource.arm(source, whenCancelled: { [descriptor] in _ = descriptor }, fired: fired)
+    private func arm(_ condition: DescriptorWatch.Condition, fired: @escaping @Sendable () -> Void) -> DescriptorWatch {
+        // The descriptor stays open until the watch's `cancelled` has run.
+        DescriptorWatch.oneShot(fd, condition, queue: queue, fired: fired) { [descriptor] in _ = descriptor }
     }
 
     /// Ends the channel (`shutdown`: the kernel sends the peer a disconnection request). Pending
@@ -206,8 +202,8 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     }
 }
 
-/// A file descriptor closed when the last reference to it goes: the socket's, and each dispatch
-/// source's cancel handler (libdispatch needs the descriptor open until that handler ran).
+/// A file descriptor closed when the last reference to it goes: the socket's, and each watch's
+/// `cancelled` (a handler on its way may still use the descriptor until that ran).
 final class Descriptor: Sendable {
     let fd: Int32
     init(_ fd: Int32) { self.fd = fd }

@@ -1,3 +1,4 @@
+import DBus
 package import Dispatch
 import Locking
 
@@ -29,12 +30,11 @@ package final class BlueZNotifyLink: @unchecked Sendable {
     private let state = PosixMutex(State())
     private let watchers: Watchers
 
-    /// `@unchecked Sendable`: dispatch sources are thread-safe objects, used only under the lock.
-    private struct State: @unchecked Sendable {
+    private struct State: Sendable {
         var closed = false
-        var reader: (any DispatchSourceRead)?
-        var writable: (any DispatchSourceWrite)?
-        /// Counts ``whenWritable(_:)`` arms, so a fired source knows whether it is still the current one.
+        var reader: DescriptorWatch?
+        var writable: DescriptorWatch?
+        /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
         var writableArms = 0
     }
 
@@ -62,8 +62,7 @@ package final class BlueZNotifyLink: @unchecked Sendable {
         self.queue = queue
         let watchers = Watchers(fd: fd)
         self.watchers = watchers
-        let reader = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        reader.setEventHandler { [weak self] in
+        let reader = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
             guard let self else { return }
             var buffer = [UInt8](repeating: 0, count: 16)
             while true {
@@ -76,10 +75,10 @@ package final class BlueZNotifyLink: @unchecked Sendable {
                 // One byte per confirmation; anything else is not bluetoothd's and is ignored.
                 for byte in buffer[..<count] where byte == 1 { onConfirm(self) }
             }
+        } cancelled: {
+            watchers.release()
         }
-        reader.setCancelHandler { watchers.release() }
         state.withLock { $0.reader = reader }
-        reader.resume()
     }
 
     /// Sends `bytes` as one datagram without blocking.
@@ -108,14 +107,14 @@ package final class BlueZNotifyLink: @unchecked Sendable {
         let armed = state.withLock { [watchers, queue, fd] state in
             guard !state.closed else { return false }
             state.writable?.cancel()
-            let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
             watchers.retain()
             state.writableArms += 1
             let arm = state.writableArms
-            state.writable = source
-            OneShotSource.arm(source, whenCancelled: { watchers.release() }) { [weak self] in
+            state.writable = DescriptorWatch.oneShot(fd, .writable, queue: queue) { [weak self] in
                 self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
                 body()
+            } cancelled: {
+                watchers.release()
             }
             return true
         }
@@ -141,7 +140,7 @@ package final class BlueZNotifyLink: @unchecked Sendable {
     deinit { _ = shutDown() }
 }
 
-/// Closes a descriptor once the last dispatch source watching it was cancelled.
+/// Closes a descriptor once the last watch on it was cancelled (its `cancelled` ran).
 private final class Watchers: Sendable {
     private let fd: Int32
     private let count = PosixMutex(1)

@@ -20,9 +20,9 @@ package final class BlueZWriteSocket: @unchecked Sendable {
     package let mtu: Int
     private let queue: DispatchQueue
     private let fd: Int32
-    private let hangup: any DispatchSourceRead
-    private var writable: (any DispatchSourceWrite)?
-    /// Counts ``whenWritable(_:)`` arms, so a fired source knows whether it is still the current one.
+    private var hangup: DescriptorWatch?
+    private var writable: DescriptorWatch?
+    /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
     private var writableArms = 0
     private var closed = false
     private let sources: SourceCount
@@ -46,20 +46,17 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         self.fd = fd
         let sources = SourceCount(fd: fd)
         self.sources = sources
-        let hangup = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        self.hangup = hangup
-        hangup.setEventHandler { [weak self, hangup] in
-            // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
+        // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
+        hangup = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
             var byte: UInt8 = 0
             let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
             if count > 0 || (count < 0 && (errno == EAGAIN || errno == EINTR)) { return }
-            hangup.cancel()
             guard let self, !self.closed else { return }
             self.close()
             onClose()
+        } cancelled: {
+            sources.release()
         }
-        hangup.setCancelHandler { sources.release() }
-        hangup.resume()
     }
 
     /// Sends `bytes` as one datagram without blocking (on `queue`).
@@ -85,16 +82,15 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return body() }
         writable?.cancel()
-        let source = DispatchSource.makeWriteSource(fileDescriptor: fd, queue: queue)
-        writable = source
         writableArms += 1
         let arm = writableArms
         sources.retain()
-        let fired: @Sendable () -> Void = { [weak self] in
+        writable = DescriptorWatch.oneShot(fd, .writable, queue: queue) { [weak self] in
             if let self, self.writableArms == arm { self.writable = nil }
             body()
+        } cancelled: { [sources] in
+            sources.release()
         }
-        OneShotSource.arm(source, whenCancelled: { [sources] in sources.release() }, fired: fired)
     }
 
     /// Closes our end (bluetoothd then releases the write session). Idempotent; on `queue`.
@@ -103,17 +99,18 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         closed = true
         writable?.cancel()
         writable = nil
-        // The last source's cancel handler closes the descriptor, once no source watches it.
-        hangup.cancel()
+        // The last watch's `cancelled` closes the descriptor, once no watch has it.
+        hangup?.cancel()
+        hangup = nil
     }
 
     deinit {
         writable?.cancel()
-        hangup.cancel()
+        hangup?.cancel()
     }
 }
 
-/// Closes a descriptor once the last dispatch source watching it is cancelled. Queue-confined.
+/// Closes a descriptor once the last watch on it is cancelled (its `cancelled` ran). Queue-confined.
 private final class SourceCount: @unchecked Sendable {
     private let fd: Int32
     private var count = 1

@@ -7,21 +7,21 @@ import Dispatch
 
 /// The main loop, modelled on BlueZ's `gdbus/mainloop.c`: a libdbus read watch becomes a
 /// thread of its own that handles it inside `queue.sync` (``DBusReadWatchThread``), a write
-/// watch a dispatch write source, libdbus timeouts one dispatch timer for them all
+/// watch a ``DescriptorWatch``, libdbus timeouts one dispatch timer for them all
 /// (`DBusConnection+Timeouts.swift`), and the dispatch-status callback only schedules a drain on the queue —
 /// never dispatching inside a libdbus callback.
 ///
 /// libdbus calls the watch and timeout functions while it holds the
 /// connection's lock, so they only create, toggle and cancel sources.
 extension DBusConnection {
-    /// The reading thread and the dispatch write source of one `DBusWatch`.
+    /// The reading thread and the write watch of one `DBusWatch`.
     ///
     /// `@unchecked Sendable`: touched only on the connection's queue, where its handlers run
-    /// (the reading thread's inside `queue.sync`, the write source's on the queue itself).
+    /// (the reading thread's inside `queue.sync`, the write watch's on the queue itself), or
+    /// inside libdbus's callbacks (under its lock).
     final class WatchSources: @unchecked Sendable {
         var read: DBusReadWatchThread?
-        var write: (any DispatchSourceWrite)?
-        var writeRunning = false
+        var write: DescriptorWatch?
         /// Set when libdbus removes the watch (it may then free it): an event already on its
         /// way is dropped without touching the watch. Its handlers check this, not `watches`,
         /// saving a hash-table probe per incoming message.
@@ -152,26 +152,16 @@ extension DBusConnection {
             }
         }
         if flags & DBUS_WATCH_WRITABLE.rawValue != 0 {
-            let sourceFD = Self.duplicateForSource(fd)
-            let source = DispatchSource.makeWriteSource(fileDescriptor: sourceFD, queue: queue)
-            source.setEventHandler { [weak self] in self?.handleWatch(sources, watch, DBUS_WATCH_WRITABLE.rawValue) }
-            if sourceFD != fd { source.setCancelHandler { _ = Glibc.close(sourceFD) } }
-            sources.write = source
+            // libdbus's own socket: libdbus closes it right after removing the watch, which cancels
+            // this (a poll of the old number is then dropped), and a handler already on its way
+            // checks `removed` before touching the watch.
+            nonisolated(unsafe) let watch = watch
+            sources.write = DescriptorWatch.repeating(fd, .writable, queue: queue, enabled: false) { [weak self] in
+                self?.handleWatch(sources, watch, DBUS_WATCH_WRITABLE.rawValue)
+            }
         }
         watches[key] = sources
         toggleWatch(watch)
-    }
-
-    /// A descriptor of our own for one dispatch source, closed by its cancel handler.
-    ///
-    /// libdispatch must not see a descriptor closed before its source's
-    /// cancellation has finished: a new socket that reuses the number then
-    /// never fires (its epoll registration is the old one's). libdbus closes
-    /// its socket right after removing the watch, so each source watches a
-    /// duplicate instead. Falls back to `fd` itself if `dup` fails.
-    private static func duplicateForSource(_ fd: Int32) -> Int32 {
-        let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
-        return duplicate >= 0 ? duplicate : fd
     }
 
     private func handleWatch(_ sources: WatchSources, _ watch: OpaquePointer, _ condition: UInt32) {
@@ -198,10 +188,7 @@ extension DBusConnection {
         guard let sources = watches[UnsafeMutableRawPointer(watch)] else { return }
         let enabled = dbus_watch_get_enabled(watch) != 0
         sources.read?.setEnabled(enabled)
-        if let write = sources.write, sources.writeRunning != enabled {
-            if enabled { write.resume() } else { write.suspend() }
-            sources.writeRunning = enabled
-        }
+        sources.write?.setEnabled(enabled)
     }
 
     private func removeWatch(_ watch: OpaquePointer) {
@@ -209,14 +196,10 @@ extension DBusConnection {
         cancel(sources)
     }
 
-    /// Ends the reading thread and cancels the write source; a suspended source is resumed after
-    /// cancelling, because libdispatch must not release a suspended source.
+    /// Ends the reading thread and cancels the write watch.
     private func cancel(_ sources: WatchSources) {
         sources.removed = true
         sources.read?.cancel()
-        if let write = sources.write {
-            write.cancel()
-            if !sources.writeRunning { write.resume() }
-        }
+        sources.write?.cancel()
     }
 }

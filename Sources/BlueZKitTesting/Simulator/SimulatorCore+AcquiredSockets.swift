@@ -307,7 +307,7 @@ final class AcquiredSocket: @unchecked Sendable {
     /// The call waiting for the GATT client to be ready (`sock_io.msg`).
     var pending: DBusMethodInvocation?
     private var descriptor: Int32 = -1
-    private var source: (any DispatchSourceRead)?
+    private var source: DescriptorWatch?
     private var suspended = false
     private(set) var isClosed = false
 
@@ -326,11 +326,7 @@ final class AcquiredSocket: @unchecked Sendable {
     /// Takes `fd` (bluetoothd's end) and starts watching it on `queue`.
     func open(_ fd: Int32, queue: DispatchQueue, onReadable: @escaping @Sendable () -> Void) {
         descriptor = fd
-        let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-        source.setEventHandler(handler: onReadable)
-        source.setCancelHandler { _ = Glibc.close(fd) }
-        self.source = source
-        source.resume()
+        source = DescriptorWatch.repeating(fd, .readable, queue: queue, handler: onReadable) { _ = Glibc.close(fd) }
     }
 
     /// Reads one datagram (at most 512 bytes, as `sock_read`).
@@ -364,19 +360,17 @@ final class AcquiredSocket: @unchecked Sendable {
     func stopReading() {
         guard let source, !suspended, !isClosed else { return }
         suspended = true
-        source.suspend()
+        source.setEnabled(false)
     }
 
     /// Closes bluetoothd's end (idempotent): the caller reads end of file at once; the descriptor
-    /// itself is closed by the cancel handler.
+    /// itself is closed by the watch's `cancelled`.
     func close() {
         guard !isClosed else { return }
         isClosed = true
         guard let source else { return }
         _ = shutdown(descriptor, Int32(SHUT_RDWR))
         source.cancel()
-        // A suspended source runs its cancel handler only once resumed.
-        if suspended { source.resume() }
         suspended = false
     }
 

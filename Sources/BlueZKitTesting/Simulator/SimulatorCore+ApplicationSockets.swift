@@ -42,8 +42,7 @@ extension SimulatorCore {
         run {
             guard applicationNotifySockets[key] == nil else { return false }
             let fd = descriptor.take()
-            let source = DispatchSource.makeReadSource(fileDescriptor: fd, queue: queue)
-            source.setEventHandler { [weak self] in
+            let source = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
                 var buffer = [UInt8](repeating: 0, count: 512)
                 // `sock_io_read`: one read of at most 512 bytes per datagram; nothing or an error ends it.
                 while true {
@@ -56,9 +55,9 @@ extension SimulatorCore {
                     let value = Array(buffer[..<count])
                     for handler in (self.applicationNotifyHandlers[key] ?? [:]).values { handler(value) }
                 }
+            } cancelled: {
+                _ = Glibc.close(fd)
             }
-            source.setCancelHandler { _ = Glibc.close(fd) }
-            source.resume()
             applicationNotifySockets[key] = source
             applicationNotifyDescriptors[key] = fd
             return true

@@ -81,11 +81,30 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         ((try? FileManager.default.attributesOfItem(atPath: bluetoothdLog))?[.size] as? NSNumber)?.uint64Value ?? 0
     }
 
+    /// Swift's crash report in a program's output, cut to what tells where: the "Program crashed"
+    /// line and the crashed thread's frames (the last lines alone showed only other threads and
+    /// the registers, CI 2026-12-02); nil if the program did not crash.
+    static func crashSummary(_ lines: [Substring]) -> String? {
+        guard let header = lines.firstIndex(where: { $0.contains("*** Program crashed:") }) else { return nil }
+        var summary = [lines[header]]
+        if let thread = lines[header...].firstIndex(where: { $0.hasPrefix("Thread ") && $0.hasSuffix(" crashed:") }) {
+            summary.append(lines[thread])
+            // Its frames, up to the next thread or the registers.
+            summary += lines[(thread + 1)...].prefix(40).prefix(while: {
+                !$0.hasPrefix("Thread ") && $0 != "Registers:"
+            })
+        }
+        return summary.joined(separator: "\n")
+    }
+
     /// The failure report: each program's last lines, then bluetoothd's log since `logStart`.
     static func report(_ test: String, _ programs: [RunningPrograms.Entry], logStart: UInt64) -> String {
         var text = "=== \(test) failed: what it started, and bluetoothd's log during it\n"
         for program in programs {
             let lines = program.output().split(separator: "\n", omittingEmptySubsequences: false)
+            if let crash = crashSummary(lines) {
+                text += "--- \(program.name) crashed (the backtrace's header and crashed thread)\n" + crash + "\n"
+            }
             text += "--- \(program.name) (last \(min(lines.count, reportLines)) lines)\n"
             text += lines.suffix(reportLines).joined(separator: "\n") + "\n"
         }

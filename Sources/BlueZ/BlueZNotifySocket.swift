@@ -20,9 +20,10 @@ import Synchronization
 /// `queue.sync`: on an idle serial queue libdispatch runs that block on the waiting thread
 /// itself, so a notification costs one thread wake-up, not the two of a dispatch source (its
 /// manager thread, then a worker for the queue) — what a small board's CPU pays most for
-/// (`Scripts/benchmark --only fd_notify` measures this path) — and two
-/// system calls: the `recv` that waits and the one that finds the socket drained (those that
-/// arrived meanwhile are delivered in the same `queue.sync`), not three with a `poll` first.
+/// (`Scripts/benchmark --only fd_notify` measures this path) — and one system call: a
+/// `recvmmsg` that waits for a datagram and takes those that came with it, all delivered in the
+/// same `queue.sync` (``BlueZDatagramBatch``; where `recvmmsg` is missing, a `recv` that waits
+/// and one that finds the socket drained).
 /// The values still run on `queue`, after anything queued there before. ``close()`` wakes the
 /// thread with `shutdown(2)`, under a lock that the thread also takes to close the descriptor,
 /// so it never reaches a number the process has reused.
@@ -67,6 +68,9 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         _ fd: Int32, queue: DispatchQueue, ended: EndFlag,
         onValue: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @escaping @Sendable () -> Void
     ) {
+        if let batch = BlueZDatagramBatch(capacity: batchCapacity) {
+            return readInBatches(fd, batch, queue: queue, ended: ended, onValue: onValue, onClose: onClose)
+        }
         // An ATT value is at most 512 bytes; a bigger buffer lets an oversized datagram show as one.
         let burst = Burst(buffer: UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8))
         defer { burst.buffer.deallocate() }
@@ -90,6 +94,57 @@ package final class BlueZNotifySocket: @unchecked Sendable {
                 if burst.peerGone { return }
             }
         }
+    }
+
+    /// The most datagrams one `recvmmsg` takes, and so one visit to the queue delivers.
+    static let batchCapacity = 16
+
+    /// The reading thread with `recvmmsg`: one call waits for a datagram and takes any that came
+    /// with it (one system call per wake-up, not two), then one `queue.sync` delivers them all.
+    private static func readInBatches(
+        _ fd: Int32, _ batch: BlueZDatagramBatch, queue: DispatchQueue, ended: EndFlag,
+        onValue: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @escaping @Sendable () -> Void
+    ) {
+        let received = BatchVisit()
+        let visit = DispatchWorkItem {
+            received.peerGone = deliverBatch(fd, batch, count: received.count, ended: ended, onValue, onClose)
+        }
+        while !ended.value.load(ordering: .relaxed) {
+            let count = batch.receive(fd)
+            let error = errno
+            if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
+            if count <= 0 {
+                guard count < 0, error == EAGAIN || error == EWOULDBLOCK || error == EINTR else {
+                    if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
+                    return
+                }
+                // Interrupted, or still non-blocking (fcntl failed): wait for data or the shutdown.
+                var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+                _ = poll(&entry, 1, -1)
+                continue
+            }
+            received.count = count
+            queue.sync(execute: visit)
+            if received.peerGone { return }
+        }
+    }
+
+    /// On the queue: delivers the `count` datagrams of `batch`; an empty one is the end when the
+    /// peer has gone (reported through `onClose`, and true returned).
+    private static func deliverBatch(
+        _ fd: Int32, _ batch: BlueZDatagramBatch, count: Int, ended: EndFlag,
+        _ onValue: (UnsafeRawBufferPointer) -> Void, _ onClose: () -> Void
+    ) -> Bool {
+        for index in 0..<count {
+            guard !ended.value.load(ordering: .relaxed) else { return false }
+            let datagram = batch.datagram(index)
+            if datagram.isEmpty && peerClosed(fd) {
+                if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
+                return true
+            }
+            onValue(datagram)
+        }
+        return false
     }
 
     /// What the reading thread and its work item share: the buffer, the size of the datagram
@@ -128,6 +183,14 @@ package final class BlueZNotifySocket: @unchecked Sendable {
             }
         }
         return false
+    }
+
+    /// How many datagrams the batch holds, and whether the peer went away during the visit.
+    ///
+    /// `@unchecked Sendable`: as ``Burst``, used only around and inside the thread's `queue.sync`.
+    private final class BatchVisit: @unchecked Sendable {
+        var count = 0
+        var peerGone = false
     }
 
     /// What one `recv` gave.

@@ -1,0 +1,85 @@
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Receives several datagrams with one system call: `recvmmsg(2)` with `MSG_WAITFORONE`, which
+/// waits for the first and then takes, without waiting, those already there.
+///
+/// A notify socket's reading thread used to make two calls per lone notification: the `recv`
+/// that waited and a second one that found the socket drained. With this it makes one, however
+/// many arrived together. `recvmmsg` is a GNU extension that the Swift `Glibc` module does not
+/// export, so it is looked up once at run time (`dlsym`); without it (``init(capacity:)`` gives
+/// nil) the caller keeps its `recv` loop.
+///
+/// At the end of the stream every entry reads as an empty datagram (the kernel counts each
+/// `recvmsg` that returned 0), as `recv` returns 0 for both: the caller tells them apart by
+/// the hang-up. One thread's: not thread-safe.
+final class BlueZDatagramBatch {
+    /// `struct mmsghdr`: a `msghdr` and the length received into it (64 bytes on LP64; Swift's
+    /// stride pads this struct the same way C's array of them is laid out).
+    private struct MessageHeader {
+        var header: msghdr
+        var length: UInt32
+    }
+
+    private typealias ReceiveMessages =
+        @convention(c) (
+            Int32, UnsafeMutableRawPointer?, UInt32, Int32, UnsafeMutableRawPointer?
+        ) -> Int32
+
+    private static let receiveMessages: ReceiveMessages? = {
+        guard MemoryLayout<MessageHeader>.stride == MemoryLayout<msghdr>.size + 8,
+            let symbol = dlsym(nil, "recvmmsg")  // nil: RTLD_DEFAULT
+        else { return nil }
+        return unsafeBitCast(symbol, to: ReceiveMessages.self)
+    }()
+
+    private static let waitForOne: Int32 = 0x10000  // MSG_WAITFORONE
+
+    /// The most datagrams one call takes.
+    let capacity: Int
+    /// The room for each datagram: an ATT value is at most 512 bytes, and a bigger buffer lets
+    /// an oversized datagram show as one.
+    static let datagramSize = 1024
+    private let storage: UnsafeMutableRawBufferPointer
+    private let vectors: UnsafeMutablePointer<iovec>
+    private let headers: UnsafeMutablePointer<MessageHeader>
+
+    /// Room for `capacity` datagrams; nil where `recvmmsg` is not available.
+    init?(capacity: Int) {
+        guard capacity > 0, Self.receiveMessages != nil else { return nil }
+        self.capacity = capacity
+        storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity * Self.datagramSize, alignment: 16)
+        vectors = UnsafeMutablePointer<iovec>.allocate(capacity: capacity)
+        headers = UnsafeMutablePointer<MessageHeader>.allocate(capacity: capacity)
+        for index in 0..<capacity {
+            vectors[index] = iovec(
+                iov_base: storage.baseAddress! + index * Self.datagramSize, iov_len: Self.datagramSize)
+            headers[index] = MessageHeader(
+                header: msghdr(
+                    msg_name: nil, msg_namelen: 0, msg_iov: vectors + index, msg_iovlen: 1, msg_control: nil,
+                    msg_controllen: 0, msg_flags: 0),
+                length: 0)
+        }
+    }
+
+    deinit {
+        storage.deallocate()
+        vectors.deallocate()
+        headers.deallocate()
+    }
+
+    /// Waits (on a blocking socket) for at least one datagram and takes those already there, up
+    /// to ``capacity``. Returns how many, or -1 with `errno` set.
+    func receive(_ fd: Int32) -> Int {
+        guard let receive = Self.receiveMessages else { return -1 }
+        return Int(receive(fd, UnsafeMutableRawPointer(headers), UInt32(capacity), Self.waitForOne, nil))
+    }
+
+    /// The bytes of datagram `index` of the last ``receive(_:)``, valid until the next one.
+    func datagram(_ index: Int) -> UnsafeRawBufferPointer {
+        precondition(index >= 0 && index < capacity, "datagram index out of range")
+        let length = min(Int(headers[index].length), Self.datagramSize)
+        return UnsafeRawBufferPointer(start: storage.baseAddress! + index * Self.datagramSize, count: length)
+    }
+}

@@ -8,8 +8,8 @@
 /// A notify socket's reading thread used to make two calls per lone notification: the `recv`
 /// that waited and a second one that found the socket drained. With this it makes one, however
 /// many arrived together. `recvmmsg` is a GNU extension that the Swift `Glibc` module does not
-/// export, so it is looked up once at run time (`dlsym`); without it (``init(capacity:)`` gives
-/// nil) the caller keeps its `recv` loop.
+/// export, so it is looked up once at run time (`dlsym`); without it each call is one `recv`
+/// of one datagram.
 ///
 /// At the end of the stream every entry reads as an empty datagram (the kernel counts each
 /// `recvmsg` that returned 0), as `recv` returns 0 for both: the caller tells them apart by
@@ -45,10 +45,10 @@ final class BlueZDatagramBatch {
     private let vectors: UnsafeMutablePointer<iovec>
     private let headers: UnsafeMutablePointer<MessageHeader>
 
-    /// Room for `capacity` datagrams; nil where `recvmmsg` is not available.
-    init?(capacity: Int) {
-        guard capacity > 0, Self.receiveMessages != nil else { return nil }
-        self.capacity = capacity
+    /// Room for `capacity` datagrams (at least one; one call takes just one without `recvmmsg`).
+    init(capacity: Int) {
+        precondition(capacity > 0, "a batch holds at least one datagram")
+        self.capacity = Self.receiveMessages == nil ? 1 : capacity
         storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity * Self.datagramSize, alignment: 16)
         vectors = UnsafeMutablePointer<iovec>.allocate(capacity: capacity)
         headers = UnsafeMutablePointer<MessageHeader>.allocate(capacity: capacity)
@@ -72,8 +72,13 @@ final class BlueZDatagramBatch {
     /// Waits (on a blocking socket) for at least one datagram and takes those already there, up
     /// to ``capacity``. Returns how many, or -1 with `errno` set.
     func receive(_ fd: Int32) -> Int {
-        guard let receive = Self.receiveMessages else { return -1 }
-        return Int(receive(fd, UnsafeMutableRawPointer(headers), UInt32(capacity), Self.waitForOne, nil))
+        if let receive = Self.receiveMessages {
+            return Int(receive(fd, UnsafeMutableRawPointer(headers), UInt32(capacity), Self.waitForOne, nil))
+        }
+        let count = recv(fd, storage.baseAddress, Self.datagramSize, 0)
+        guard count >= 0 else { return -1 }
+        headers[0].length = UInt32(count)
+        return 1
     }
 
     /// The bytes of datagram `index` of the last ``receive(_:)``, valid until the next one.

@@ -22,8 +22,8 @@ import Synchronization
 /// manager thread, then a worker for the queue) — what a small board's CPU pays most for
 /// (`Scripts/benchmark --only fd_notify` measures this path) — and one system call: a
 /// `recvmmsg` that waits for a datagram and takes those that came with it, all delivered in the
-/// same `queue.sync` (``BlueZDatagramBatch``; where `recvmmsg` is missing, a `recv` that waits
-/// and one that finds the socket drained).
+/// same `queue.sync` (``BlueZDatagramBatch``; where `recvmmsg` is missing, one `recv` and one
+/// visit per datagram).
 /// The values still run on `queue`, after anything queued there before. ``close()`` wakes the
 /// thread with `shutdown(2)`, under a lock that the thread also takes to close the descriptor,
 /// so it never reaches a number the process has reused.
@@ -31,9 +31,9 @@ import Synchronization
 package final class BlueZNotifySocket: @unchecked Sendable {
     /// The ATT MTU bluetoothd reported with the socket.
     package let mtu: Int
-    /// The most datagrams delivered in one visit to the queue: a peer that keeps sending must
-    /// not keep the queue (the connection's, serving every other bus message) for ever.
-    static let maximumBurst = 64
+    /// The most datagrams one `recvmmsg` takes, and so one visit to the queue delivers: a peer
+    /// that keeps sending must not keep the queue (serving everything else) for ever.
+    static let batchCapacity = 16
     private let ended = EndFlag()
 
     /// Takes over `descriptor` and starts reading; values and the end are handed over on `queue`.
@@ -62,49 +62,13 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         }
     }
 
-    /// The reading thread: waits in a blocking `recv`, then delivers that datagram and any that
-    /// came meanwhile in one `queue.sync`, until the end.
+    /// The reading thread: one `recvmmsg` waits for a datagram and takes any that came with it
+    /// (one system call per wake-up), then one `queue.sync` delivers them all, until the end.
     private static func read(
         _ fd: Int32, queue: DispatchQueue, ended: EndFlag,
         onValue: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @escaping @Sendable () -> Void
     ) {
-        if let batch = BlueZDatagramBatch(capacity: batchCapacity) {
-            return readInBatches(fd, batch, queue: queue, ended: ended, onValue: onValue, onClose: onClose)
-        }
-        // An ATT value is at most 512 bytes; a bigger buffer lets an oversized datagram show as one.
-        let burst = Burst(buffer: UnsafeMutableRawBufferPointer.allocate(byteCount: 1024, alignment: 8))
-        defer { burst.buffer.deallocate() }
-        // One work item for the thread's life, run by every `queue.sync`: a closure passed to
-        // `sync` becomes a new heap block each time (two allocations per notification).
-        let visit = DispatchWorkItem { burst.peerGone = deliverBurst(fd, burst, ended: ended, onValue, onClose) }
-        while !ended.value.load(ordering: .relaxed) {
-            let first = receive(fd, into: burst.buffer, flags: 0)
-            if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
-            switch first {
-            case .nothing:
-                // Interrupted, or still non-blocking (fcntl failed): wait for data or the shutdown.
-                var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&entry, 1, -1)
-            case .end:
-                if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
-                return
-            case .value(let count):
-                burst.first = count
-                queue.sync(execute: visit)
-                if burst.peerGone { return }
-            }
-        }
-    }
-
-    /// The most datagrams one `recvmmsg` takes, and so one visit to the queue delivers.
-    static let batchCapacity = 16
-
-    /// The reading thread with `recvmmsg`: one call waits for a datagram and takes any that came
-    /// with it (one system call per wake-up, not two), then one `queue.sync` delivers them all.
-    private static func readInBatches(
-        _ fd: Int32, _ batch: BlueZDatagramBatch, queue: DispatchQueue, ended: EndFlag,
-        onValue: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @escaping @Sendable () -> Void
-    ) {
+        let batch = BlueZDatagramBatch(capacity: batchCapacity)
         let received = BatchVisit()
         let visit = DispatchWorkItem {
             received.peerGone = deliverBatch(fd, batch, count: received.count, ended: ended, onValue, onClose)
@@ -147,69 +111,13 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         return false
     }
 
-    /// What the reading thread and its work item share: the buffer, the size of the datagram
-    /// it received, and whether the peer went away during the visit.
-    ///
-    /// `@unchecked Sendable`: the thread writes `first` and reads `peerGone` only around its
-    /// `queue.sync`, during which the work item (run on that same thread) reads and writes them.
-    private final class Burst: @unchecked Sendable {
-        let buffer: UnsafeMutableRawBufferPointer
-        var first = 0
-        var peerGone = false
-        init(buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
-    }
-
-    /// On the queue: delivers the datagram received (`burst.first` bytes) and those that came
-    /// meanwhile (a burst costs one queue.sync and one recv more, not one each), up to
-    /// `maximumBurst`: then the queue's other work runs before the next visit. True when the
-    /// peer went away (reported through `onClose`).
-    private static func deliverBurst(
-        _ fd: Int32, _ burst: Burst, ended: EndFlag, _ onValue: (UnsafeRawBufferPointer) -> Void,
-        _ onClose: () -> Void
-    ) -> Bool {
-        let buffer = burst.buffer
-        func deliver(_ count: Int) { onValue(UnsafeRawBufferPointer(rebasing: buffer[..<count])) }
-        guard !ended.value.load(ordering: .relaxed) else { return false }
-        deliver(burst.first)
-        var delivered = 1
-        while !ended.value.load(ordering: .relaxed), delivered < maximumBurst {
-            delivered += 1
-            switch receive(fd, into: buffer, flags: Int32(MSG_DONTWAIT)) {
-            case .value(let count): deliver(count)
-            case .nothing: return false
-            case .end:
-                if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
-                return true
-            }
-        }
-        return false
-    }
-
     /// How many datagrams the batch holds, and whether the peer went away during the visit.
     ///
-    /// `@unchecked Sendable`: as ``Burst``, used only around and inside the thread's `queue.sync`.
+    /// `@unchecked Sendable`: the thread writes `count` and reads `peerGone` only around its
+    /// `queue.sync`, during which the work item (run on that same thread) reads and writes them.
     private final class BatchVisit: @unchecked Sendable {
         var count = 0
         var peerGone = false
-    }
-
-    /// What one `recv` gave.
-    private enum Received {
-        /// A datagram of this many bytes (0: an empty notification, a value).
-        case value(Int)
-        /// Nothing yet (`EAGAIN`, `EINTR`).
-        case nothing
-        /// bluetoothd closed its end, or reading failed.
-        case end
-    }
-
-    /// One `recv`: recv returns 0 both for an empty datagram and at the end of the stream; only
-    /// the hang-up tells them apart.
-    private static func receive(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, flags: Int32) -> Received {
-        let count = recv(fd, buffer.baseAddress, buffer.count, flags)
-        if count > 0 || (count == 0 && !peerClosed(fd)) { return .value(count) }
-        if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return .nothing }
-        return .end
     }
 
     /// Whether the other end of `fd` has gone (`POLLHUP` / `POLLRDHUP`).

@@ -59,6 +59,9 @@ import Testing
         }
         #expect(tooLongForTheCentral?.code == .invalidParameters)
         #expect(tooLongForTheCentral?.message.contains("takes at most 20") == true)
+        // …naming that central: the only subscriber of the characteristic.
+        let subscriber = try #require(rig.notifying.subscribedCentrals?.first)
+        #expect(tooLongForTheCentral?.message.contains("central \(subscriber.identifier.uuidString) ") == true)
     }
 
     @Test(.timeLimit(.minutes(1))) func cancellingAWaitingSendThrowsAndSendsNothing() async throws {

@@ -84,7 +84,8 @@ extension PeripheralManager {
         // The bus is away (the state is `.resetting`): nothing sent now could arrive.
         guard client.isBusOpen else { return .refused(.busAway) }
         if let centrals, Set(centrals).isDisjoint(with: characteristic.subscribedCentrals ?? []) { return .sent }
-        if let (identifier, limit) = tightestLimit(of: key, for: centrals, adapter: adapter), value.count > limit {
+        if let (address, limit) = tightestLimit(of: key, for: centrals, adapter: adapter), value.count > limit {
+            let identifier = PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address)
             BlueZLog.warning(
                 "updateValue: \(value.count) bytes for \(characteristic.uuid) not sent: central "
                     + "\(identifier.uuidString) takes at most \(limit) (its ATT MTU minus 3)")
@@ -131,18 +132,28 @@ extension PeripheralManager {
     }
 
     /// The smallest `maximumUpdateValueLength` among the subscribers a value goes to (those
-    /// listed, or all), counting only centrals whose MTU bluetoothd reported.
+    /// listed, or all), counting only centrals whose MTU bluetoothd reported, with the address of
+    /// the central it belongs to.
+    ///
+    /// Runs on every update, so a subscriber's identifier (two uppercased addresses joined and
+    /// hashed: string work and allocations) is derived only when `centrals` lists whom to send
+    /// to; the caller derives the one it reports when it refuses a value.
     private func tightestLimit(of key: ObjectIdentifier, for centrals: [Central]?, adapter: String)
-        -> (UUID, Int)?
+        -> (address: String, limit: Int)?
     {
         let wanted = centrals.map { Set($0.map(\.identifier)) }
         return engine.sync { state in
-            var tightest: (UUID, Int)?
+            var tightest: (address: String, limit: Int)?
             for address in state.subscriptions.subscribers(of: key) {
-                guard let mtu = state.subscriptions.mtu(of: address) else { continue }
-                let identifier = PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address)
-                if let wanted, !wanted.contains(identifier) { continue }
-                if mtu - 3 < tightest?.1 ?? .max { tightest = (identifier, mtu - 3) }
+                guard let mtu = state.subscriptions.mtu(of: address), mtu - 3 < tightest?.limit ?? .max else {
+                    continue
+                }
+                if let wanted,
+                    !wanted.contains(PeripheralIdentity.identifier(adapterAddress: adapter, deviceAddress: address))
+                {
+                    continue
+                }
+                tightest = (address, mtu - 3)
             }
             return tightest
         }

@@ -6,14 +6,16 @@ import HeartRateProfile
 /// A heart-rate sensor as a BLE peripheral: the Heart Rate, Device Information and Battery
 /// services, advertised by name and 0x180D, sending a plausible heart rate to its subscribers.
 ///
-/// Everything runs on `queue`: the manager calls the delegate there and the measurement timer
-/// fires there, so the mutable state below needs no lock (the invariant behind
-/// `@unchecked Sendable`).
+/// Everything runs on `queue`: the manager calls the delegate there and the measurement
+/// metronome ticks there, so the mutable state below needs no lock (the invariant behind
+/// `@unchecked Sendable`). The measurements are paced by a ``Metronome`` (a thread sleeping to
+/// an absolute schedule) rather than a `DispatchSourceTimer`: one thread wake-up per value sent
+/// instead of two (in the emulated environment about 120 µs of the 0.8 ms a value costs).
 final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
     struct Configuration {
         var adapter: String?
         var name = "BlueZKit HRM"
-        var interval: DispatchTimeInterval = .seconds(1)
+        var interval: Duration = .seconds(1)
         var restoreIdentifier: String?
     }
 
@@ -21,7 +23,7 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
     private let configuration: Configuration
     private let output: EventOutput
     private var manager: PeripheralManager!
-    private var timer: (any DispatchSourceTimer)?
+    private var metronome: Metronome?
 
     // Replaced by the restored objects when the manager restores its state.
     private var measurement = MutableCharacteristic(
@@ -58,7 +60,7 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
     /// Stops advertising and unpublishes the services; `done` runs on `queue`.
     func stop(_ done: @escaping @Sendable () -> Void) {
         queue.async {
-            self.timer?.cancel()
+            self.metronome?.cancel()
             self.manager?.stopAdvertising()
             self.manager?.removeAllServices()
             // The two calls above are asynchronous; give them a moment to reach bluetoothd.
@@ -190,12 +192,10 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
     // MARK: Measuring
 
     private func startMeasuring() {
-        guard timer == nil else { return }
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + configuration.interval, repeating: configuration.interval)
-        timer.setEventHandler { [weak self] in self?.measure() }
-        timer.resume()
-        self.timer = timer
+        guard metronome == nil else { return }
+        let metronome = Metronome(interval: configuration.interval, queue: queue) { [weak self] in self?.measure() }
+        metronome.start()
+        self.metronome = metronome
     }
 
     private func measure() {

@@ -17,6 +17,8 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         var restoreIdentifier: String?
         /// Exit (status 0) after this many measurements.
         var count: Int?
+        /// Receive the measurements through `AcquireNotify`'s socket (`usesNotifySockets`).
+        var usesNotifySockets = false
     }
 
     let queue = DispatchQueue(label: "heart-rate-central")
@@ -41,7 +43,8 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
             self.manager = CentralManager(
                 delegate: self, queue: self.queue,
                 options: CentralManagerOptions(
-                    restoreIdentifier: self.configuration.restoreIdentifier, adapter: self.configuration.adapter))
+                    restoreIdentifier: self.configuration.restoreIdentifier, adapter: self.configuration.adapter,
+                    usesNotifySockets: self.configuration.usesNotifySockets))
         }
     }
 

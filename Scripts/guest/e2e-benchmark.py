@@ -6,7 +6,7 @@ needs bluetoothd with hci0 and hci1 powered.
 
   e2e-benchmark --bin DIR --python PY --bleak-central FILE [--runs R] [--count N]
                 [--extra K] [--intervals MS[,MS...]] [--calibration-count N] [--text-runs R]
-                [--bleak-acquire-runs R]
+                [--bleak-acquire-runs R] [--socket-runs R]
                 [--latency-interval-ms MS] [--latency-count N] [--latency-runs R]
                 [--connect-runs R] [--connect-count N] [--skip-central-runs] [--btsnoop FILE]
                 [--json FILE]
@@ -29,7 +29,9 @@ needs bluetoothd with hci0 and hci1 powered.
    JSON output (Foundation's JSONSerialization) costs. And --bleak-acquire-runs runs (default
    2) of the bleak central with --acquire-notify (bleak's opt-in AcquireNotify reader,
    bluez={"use_start_notify": False}), for information: the main comparison stays bleak's
-   default, StartNotify.
+   default, StartNotify. And --socket-runs runs (default 2) of the BlueZKit central with
+   --notify-sockets (AcquireNotify's socket, CentralManagerOptions.usesNotifySockets), for
+   information: the main comparison is BlueZKit's default, StartNotify, since 2026-12-01.
 3. Latency: the peripheral again at --latency-interval-ms (default 50, no back-pressure,
    so every notification it sends has its "notified" line), --latency-runs runs per side
    (default 3, alternating) of --latency-count readings (default 60). This driver stamps
@@ -202,6 +204,9 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
     if side == "bluezkit":
         command = [os.path.join(args.bin, "heart-rate-central"), "--adapter", "hci0", "--name", NAME,
                    "--count", str(count + extra), "--json"]
+    elif side == "bluezkit-socket":  # AcquireNotify's socket (usesNotifySockets), JSON lines
+        command = [os.path.join(args.bin, "heart-rate-central"), "--adapter", "hci0", "--name", NAME,
+                   "--count", str(count + extra), "--notify-sockets", "--json"]
     elif side == "bluezkit-text":  # the human lines ("78 bpm, sensor contact, RR 0.77 s"): no JSON
         command = [os.path.join(args.bin, "heart-rate-central"), "--adapter", "hci0", "--name", NAME,
                    "--count", str(count + extra)]
@@ -333,6 +338,8 @@ def main():
                         help="BlueZKit runs printing human lines instead of JSON, for information")
     parser.add_argument("--bleak-acquire-runs", type=int, default=2,
                         help="bleak runs with AcquireNotify instead of StartNotify, for information")
+    parser.add_argument("--socket-runs", type=int, default=2,
+                        help="BlueZKit runs with --notify-sockets (AcquireNotify) instead of StartNotify, for information")
     parser.add_argument("--latency-interval-ms", type=int, default=50)
     parser.add_argument("--latency-count", type=int, default=60)
     parser.add_argument("--latency-runs", type=int, default=3)
@@ -452,6 +459,18 @@ def main():
                     log(f"run {run['run']} bleak with AcquireNotify: {run['notifications_per_s']:.1f}/s, "
                         f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
 
+            # 2d. For information: BlueZKit's opt-in AcquireNotify reader (usesNotifySockets), same rate.
+            for index in range(args.socket_runs):
+                run = run_central(args, selector, peripheral, "bluezkit-socket", args.count, args.extra)
+                run["run"] = args.runs + args.text_runs + args.bleak_acquire_runs + index + 1
+                result["runs"].append(run)
+                if "error" in run:
+                    failures += 1
+                    log(f"run {run['run']} bluezkit-socket: {run['error']}")
+                else:
+                    log(f"run {run['run']} BlueZKit with --notify-sockets: {run['notifications_per_s']:.1f}/s, "
+                        f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
+
         # 3. Latency.
         if args.latency_runs > 0:
             start_peripheral(args.latency_interval_ms)
@@ -535,7 +554,7 @@ def main():
             value = median_of(result["connect_runs"], side, phase)
             if value:
                 summary[f"{side}_connect_{phase}"] = value
-    for side in ("bluezkit", "bleak", "bluezkit-text", "bleak-acquire"):
+    for side in ("bluezkit", "bleak", "bluezkit-text", "bleak-acquire", "bluezkit-socket"):
         for key in ("cpu_ms_per_notification", "notifications_per_s", "self_reported_cpu_ms_per_notification"):
             value = median_of(result["runs"], side, key)
             if value:

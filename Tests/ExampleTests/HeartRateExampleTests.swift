@@ -100,6 +100,39 @@ import Testing
         #expect(program.status == 0)
     }
 
+    @Test func theCentralReadsThroughTheNotifySocketWithNotifySockets() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let measurement = SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])
+        let sensor = SimulatedPeripheral(
+            address: "C0:FF:EE:00:00:03", name: "Sim HRM", serviceUUIDs: [Self.hrs],
+            services: [
+                SimulatedService(
+                    uuid: Self.hrs,
+                    characteristics: [
+                        measurement, SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [0x01]),
+                    ])
+            ])
+        try bluez.addPeripheral(sensor)
+        // StartNotify fails: readings can only come through AcquireNotify's socket.
+        bluez.inject(.error(name: "org.bluez.Error.Failed", message: "no signals here"), for: .startNotify, count: 5)
+        let program = try ExampleProgram(
+            "heart-rate-central", ["--json", "--count", "2", "--notify-sockets"], busAddress: bluez.busAddress)
+        try await pollUntil("the sensor was found", diagnostics: program.diagnostics) {
+            sensor.advertise()
+            return !program.events("discovered").isEmpty
+        }
+        try await pollUntil("subscribed", diagnostics: program.diagnostics) {
+            sensor.updateValue([0x06, 81], for: measurement)
+        }
+        sensor.updateValue([0x06, 82], for: measurement)
+        let readings = try await program.waitForEvents("heartRate", count: 2)
+        #expect(readings.map { $0["bpm"] as? Int } == [81, 82])
+        #expect(bluez.unfiredFaultCount == 5, "StartNotify was called")
+        try await pollUntil("exited after --count readings") { program.status != nil }
+        #expect(program.status == 0)
+    }
+
     @Test func theCentralWaitsForTheSensorToComeBack() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }

@@ -11,10 +11,8 @@ import Synchronization
 ///
 /// Why not a `DispatchSourceTimer`: on Linux, libdispatch fires a timer on its manager thread
 /// and hands the handler to a worker thread of the queue's pool, so each tick wakes two threads.
-/// A sensor sending a value every 20 ms pays that on every value; in the emulated BlueZ
-/// environment (one TCG vCPU) a thread wake-up costs about as much as building and sending the
-/// notification itself (`Scripts/benchmark-wakeup-floor --only send`: 794 µs a tick from a
-/// `DispatchSourceTimer`, 676 µs from a sleeping thread, 662 µs for the same work in C).
+/// A sensor sending a value every 20 ms pays that on every value, and on a small machine a
+/// thread wake-up costs about as much as building and sending the notification itself.
 ///
 /// `queue.sync` from a thread that is not the queue's runs the handler on that thread when the
 /// queue is idle, so the handler still runs "on" `queue`, serialized with everything else

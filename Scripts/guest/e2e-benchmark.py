@@ -435,41 +435,30 @@ def main():
                         + (f" (self-reported {check:.3f})" if check is not None else "")
                         + f", {run['total_s']:.1f} s in all")
 
-            # 2b. For information: the BlueZKit central without --json (Foundation's JSONSerialization
-            # out of the way), at the same rate, after the interleaved runs.
-            for index in range(args.text_runs):
-                run = run_central(args, selector, peripheral, "bluezkit-text", args.count, args.extra)
-                run["run"] = args.runs + index + 1
-                result["runs"].append(run)
-                if "error" in run:
-                    failures += 1
-                    log(f"run {run['run']} bluezkit-text: {run['error']}")
-                else:
-                    log(f"run {run['run']} BlueZKit without --json: {run['notifications_per_s']:.1f}/s, "
-                        f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
-
-            # 2c. For information: bleak's opt-in AcquireNotify reader, same rate.
-            for index in range(args.bleak_acquire_runs):
-                run = run_central(args, selector, peripheral, "bleak-acquire", args.count, args.extra)
-                run["run"] = args.runs + args.text_runs + index + 1
-                result["runs"].append(run)
-                if "error" in run:  # informational: reported, not a failure of the benchmark
-                    log(f"run {run['run']} bleak-acquire (not counted): {run['error']}")
-                else:
-                    log(f"run {run['run']} bleak with AcquireNotify: {run['notifications_per_s']:.1f}/s, "
-                        f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
-
-            # 2d. For information: BlueZKit's opt-in AcquireNotify reader (usesNotifySockets), same rate.
-            for index in range(args.socket_runs):
-                run = run_central(args, selector, peripheral, "bluezkit-socket", args.count, args.extra)
-                run["run"] = args.runs + args.text_runs + args.bleak_acquire_runs + index + 1
-                result["runs"].append(run)
-                if "error" in run:
-                    failures += 1
-                    log(f"run {run['run']} bluezkit-socket: {run['error']}")
-                else:
-                    log(f"run {run['run']} BlueZKit with --notify-sockets: {run['notifications_per_s']:.1f}/s, "
-                        f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, {run['total_s']:.1f} s in all")
+            # 2b-2d. For information, at the same rate, after the interleaved runs, numbered on from them:
+            # (side, runs, label, whether an error counts as a failure of the benchmark).
+            number = args.runs
+            for side, count, label, counted in (
+                # 2b. The BlueZKit central without --json (Foundation's JSONSerialization out of the way).
+                ("bluezkit-text", args.text_runs, "BlueZKit without --json", True),
+                # 2c. bleak's opt-in AcquireNotify reader: an error is reported, not a failure of the benchmark.
+                ("bleak-acquire", args.bleak_acquire_runs, "bleak with AcquireNotify", False),
+                # 2d. BlueZKit's opt-in AcquireNotify reader (usesNotifySockets).
+                ("bluezkit-socket", args.socket_runs, "BlueZKit with --notify-sockets", True),
+            ):
+                for index in range(count):
+                    run = run_central(args, selector, peripheral, side, args.count, args.extra)
+                    run["run"] = number + index + 1
+                    result["runs"].append(run)
+                    if "error" in run:
+                        if counted:
+                            failures += 1
+                        log(f"run {run['run']} {side}{'' if counted else ' (not counted)'}: {run['error']}")
+                    else:
+                        log(f"run {run['run']} {label}: {run['notifications_per_s']:.1f}/s, "
+                            f"{run['cpu_ms_per_notification']:.3f} ms CPU per notification, "
+                            f"{run['total_s']:.1f} s in all")
+                number += count
 
         # 3. Latency.
         if args.latency_runs > 0:

@@ -9,6 +9,18 @@ import Testing
 @Suite(.serialized) struct HeartRateExampleTests {
     static let hrs = "180D"
 
+    /// A simulated heart-rate sensor advertising the Heart Rate service: its measurement
+    /// characteristic (notify) first, then `also`.
+    static func simulatedSensor(address: String, also: [SimulatedCharacteristic] = [])
+        -> (SimulatedPeripheral, measurement: SimulatedCharacteristic)
+    {
+        let measurement = SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])
+        let sensor = SimulatedPeripheral(
+            address: address, name: "Sim HRM", serviceUUIDs: [hrs],
+            services: [SimulatedService(uuid: hrs, characteristics: [measurement] + also)])
+        return (sensor, measurement)
+    }
+
     @Test func thePeripheralPublishesAdvertisesAndNotifies() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
@@ -59,16 +71,11 @@ import Testing
     @Test func theCentralFindsASensorAndPrintsItsReadings() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
-        let measurement = SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])
-        let sensor = SimulatedPeripheral(
-            address: "C0:FF:EE:00:00:01", name: "Sim HRM", serviceUUIDs: [Self.hrs],
-            services: [
-                SimulatedService(
-                    uuid: Self.hrs,
-                    characteristics: [
-                        measurement, SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [0x02]),
-                        SimulatedCharacteristic(uuid: "2A39", flags: ["write"]),
-                    ])
+        let (sensor, measurement) = Self.simulatedSensor(
+            address: "C0:FF:EE:00:00:01",
+            also: [
+                SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [0x02]),
+                SimulatedCharacteristic(uuid: "2A39", flags: ["write"]),
             ])
         // A neighbour without the Heart Rate service is not chosen.
         let other = SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "Lamp", serviceUUIDs: ["FEAA"])
@@ -103,16 +110,8 @@ import Testing
     @Test func theCentralReadsThroughTheNotifySocketWithNotifySockets() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
-        let measurement = SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])
-        let sensor = SimulatedPeripheral(
-            address: "C0:FF:EE:00:00:03", name: "Sim HRM", serviceUUIDs: [Self.hrs],
-            services: [
-                SimulatedService(
-                    uuid: Self.hrs,
-                    characteristics: [
-                        measurement, SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [0x01]),
-                    ])
-            ])
+        let (sensor, measurement) = Self.simulatedSensor(
+            address: "C0:FF:EE:00:00:03", also: [SimulatedCharacteristic(uuid: "2A38", flags: ["read"], value: [0x01])])
         try bluez.addPeripheral(sensor)
         // StartNotify fails: readings can only come through AcquireNotify's socket.
         bluez.inject(.error(name: "org.bluez.Error.Failed", message: "no signals here"), for: .startNotify, count: 5)
@@ -136,10 +135,7 @@ import Testing
     @Test func theCentralWaitsForTheSensorToComeBack() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
-        let measurement = SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])
-        let sensor = SimulatedPeripheral(
-            address: "C0:FF:EE:00:00:01", name: "Sim HRM", serviceUUIDs: [Self.hrs],
-            services: [SimulatedService(uuid: Self.hrs, characteristics: [measurement])])
+        let (sensor, measurement) = Self.simulatedSensor(address: "C0:FF:EE:00:00:01")
         try bluez.addPeripheral(sensor)
         let program = try ExampleProgram("heart-rate-central", ["--json"], busAddress: bluez.busAddress)
         try await pollUntil("connected", diagnostics: program.diagnostics) {

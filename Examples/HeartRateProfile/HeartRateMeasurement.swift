@@ -41,13 +41,19 @@ public struct HeartRateMeasurement: Sendable, Hashable {
     /// RR intervals that do not fit the given maximum length are left out (the spec's rule:
     /// the oldest are sent first and the rest wait for the next measurement).
     public func encoded(maximumLength: Int = 20) -> Data {
+        // Built in place: a sensor encodes one value per tick, and a `Data` of up to 14 bytes
+        // (the usual measurement) is kept inline, without an allocation.
+        var value = Data(repeating: 0, count: 1)
+        func append16(_ field: UInt16) {
+            value.append(UInt8(field & 0xFF))
+            value.append(UInt8(field >> 8))
+        }
         var flags: UInt8 = 0
-        var body: [UInt8] = []
         if beatsPerMinute > 0xFF {
             flags |= 0x01
-            body += [UInt8(beatsPerMinute & 0xFF), UInt8(beatsPerMinute >> 8)]
+            append16(beatsPerMinute)
         } else {
-            body.append(UInt8(beatsPerMinute))
+            value.append(UInt8(beatsPerMinute))
         }
         switch sensorContact {
         case .notSupported: break
@@ -56,15 +62,15 @@ public struct HeartRateMeasurement: Sendable, Hashable {
         }
         if let energyExpended {
             flags |= 0x08
-            body += [UInt8(energyExpended & 0xFF), UInt8(energyExpended >> 8)]
+            append16(energyExpended)
         }
-        let room = max(0, (maximumLength - 1 - body.count) / 2)
-        let intervals = rrIntervals.prefix(room)
-        if !intervals.isEmpty {
+        let room = max(0, (maximumLength - value.count) / 2)
+        if room > 0, !rrIntervals.isEmpty {
             flags |= 0x10
-            for interval in intervals { body += [UInt8(interval & 0xFF), UInt8(interval >> 8)] }
+            for interval in rrIntervals.prefix(room) { append16(interval) }
         }
-        return Data([flags] + body)
+        value[0] = flags
+        return value
     }
 
     /// Reads a measurement from the characteristic's value.

@@ -322,6 +322,12 @@ public final class CentralManager: @unchecked Sendable {
     /// Posts a notification that arrived on the bus queue (`StartNotify`'s `PropertiesChanged`):
     /// what `post(.gatt(peripheral, .value(…)))` does, the same hop in the same order, without
     /// the event's switch.
+    ///
+    /// Always `async`, never `sync` from the connection's reading thread (which would save a
+    /// thread wake-up per value, as the `AcquireNotify` socket's own reader does): that thread
+    /// also reads every method reply, so blocking it on the app's queue would deadlock any code
+    /// that blocks that queue until a bus call completes, and would stall every other manager
+    /// on the connection behind a slow delegate.
     func postNotification(_ value: Data, of characteristic: Characteristic, from peripheral: Peripheral) {
         queue.async { [self] in deliverNotification(value, of: characteristic, from: peripheral) }
     }

@@ -21,6 +21,18 @@
 //                   measures (libdispatch's timer: its manager thread wakes a worker for the queue)
 //         thread    the tick is a thread of its own sleeping in clock_nanosleep to an absolute
 //                   schedule, as the C floor does: the difference is what the timer costs a tick.
+//   WakeupFloor signal direct|hop COUNT
+//       The central's StartNotify receive path in BlueZKit's D-Bus layer: a DBusConnection to the
+//       system bus on its own serial queue (the bus queue) subscribes to PropertiesChanged; each
+//       signal is read by the connection's reading thread, which runs the handler inside
+//       `queue.sync`, and its Value bytes taken as CentralEngine takes them
+//       (`propertiesChangedValueBytes(of:)`). Then one line {"bpm": N, "event": "heartRate"}
+//       with write(2), as heart-rate-central prints a reading. Prints "ready" once subscribed,
+//       exits after COUNT values.
+//         direct  the line is written by the handler, on the reading thread (one wake-up)
+//         hop     the handler hands a `Data` of the bytes to another serial queue with `async`,
+//                 where the rate is decoded and the line written, as CentralManager hands a value
+//                 to the delegate queue (the second wake-up, measured by the difference)
 
 import BlueZ
 import DBus
@@ -83,6 +95,60 @@ func runReader(descriptor: Int32) -> Never {
     writeLine("ready")
     withExtendedLifetime(socket) { () -> Void in dispatchMain() }
     fail("dispatchMain returned")
+}
+
+// MARK: - signal
+
+/// The values seen. `@unchecked Sendable`: touched on one queue only (the bus queue, or the
+/// delegate queue when hopping).
+final class SignalCount: @unchecked Sendable {
+    var value = 0
+}
+
+func runSignalReceiver(mode: String, count: Int) -> Never {
+    guard mode == "direct" || mode == "hop" else { fail("signal takes direct or hop, not \(mode)") }
+    let busQueue = DispatchQueue(label: "wakeup-floor.bus")
+    let delegateQueue = DispatchQueue(label: "wakeup-floor.central")
+    let connection = connect(busQueue: busQueue)
+    let seen = SignalCount()
+    let interface = Sender.interface
+    let hops = mode == "hop"
+    @Sendable func reading(_ value: Data) {
+        writeLine("{\"bpm\": \(heartRate(value)), \"event\": \"heartRate\"}")
+        seen.value += 1
+        if seen.value == count { exit(0) }
+    }
+    let subscribed = DispatchSemaphore(value: 0)
+    let failure = Opened()
+    let subscription = SubscriptionBox()
+    Task.detached {
+        do throws(DBusError) {
+            subscription.value = try await connection.subscribe(
+                DBusMatchRule(interface: .properties, member: "PropertiesChanged")
+            ) { message in
+                guard let bytes = message.propertiesChangedValueBytes(of: interface) else { return }
+                if hops {
+                    let value = Data(bytes)
+                    delegateQueue.async { reading(value) }
+                } else {
+                    reading(Data(bytes))
+                }
+            }
+        } catch {
+            failure.result = .failure(error)
+        }
+        subscribed.signal()
+    }
+    subscribed.wait()
+    if case .failure(let error) = failure.result { fail("cannot subscribe: \(error)") }
+    writeLine("ready")
+    withExtendedLifetime((connection, subscription)) { () -> Void in dispatchMain() }
+    fail("dispatchMain returned")
+}
+
+/// The subscription, kept for the process's life. `@unchecked Sendable`: set once before `ready`.
+final class SubscriptionBox: @unchecked Sendable {
+    var value: DBusSubscription?
 }
 
 // MARK: - send
@@ -199,6 +265,8 @@ let arguments = CommandLine.arguments
 switch arguments.count > 1 ? arguments[1] : "" {
 case "read" where arguments.count == 3:
     runReader(descriptor: Int32(number(arguments[2], minimum: 0)))
+case "signal" where arguments.count == 4:
+    runSignalReceiver(mode: arguments[2], count: number(arguments[3], minimum: 1))
 case "send" where arguments.count == 5 || arguments.count == 6:
     let name = arguments.count == 6 ? arguments[5] : "org.bluez"
     let destination: BusName?
@@ -211,5 +279,6 @@ case "send" where arguments.count == 5 || arguments.count == 6:
         mode: arguments[2], intervalMs: number(arguments[3], minimum: 1), count: number(arguments[4], minimum: 1),
         destination: destination)
 default:
-    fail("usage: WakeupFloor read FD | send dispatch|thread INTERVAL_MS COUNT [DESTINATION]")
+    fail(
+        "usage: WakeupFloor read FD | send dispatch|thread INTERVAL_MS COUNT [DESTINATION] | signal direct|hop COUNT")
 }

@@ -1,23 +1,35 @@
-/* signal-receiver ADDRESS N — the C reference receiver.
+/* signal-receiver [--lines] ADDRESS N — the C reference receiver.
  *
  * Adds a match rule for PropertiesChanged, and for each signal of the shape
  * PropertiesChanged("org.bluez.GattCharacteristic1", {"Value": <ay>}, []) takes
  * the Value bytes with DBusMessageIter + dbus_message_iter_get_fixed_array and
  * hands them to a cheap consumer (a checksum). It checks the same things the
  * Swift fast path (DBusMessage.propertiesChangedValueBytes(of:)) checks.
- * Prints "ready" once the bus has the rule, and exits after N values. */
+ * Prints "ready" once the bus has the rule, and exits after N values. With --lines it also
+ * writes one line {"bpm": N, "event": "heartRate"} per value (N: the value's second byte, a
+ * heart rate) with write(2), as heart-rate-central prints a reading: the receive floor of
+ * Scripts/benchmark-wakeup-floor --only signal. */
 #include "bench-common.h"
+
+#include <unistd.h>
 
 struct receiver {
     unsigned long target;
     unsigned long values;
     unsigned long others;
     uint64_t checksum;
+    int lines;
 };
 
 static void consume(struct receiver *state, const unsigned char *bytes, int count) {
     state->checksum = bench_checksum(state->checksum, bytes, count);
     state->values++;
+    if (state->lines) {
+        char line[64];
+        int length = snprintf(line, sizeof line, "{\"bpm\": %u, \"event\": \"heartRate\"}\n",
+                              count > 1 ? (unsigned)bytes[1] : 0u);
+        if (write(1, line, (size_t)length) != length) bench_die("write failed", NULL);
+    }
 }
 
 /* Returns the Value bytes of a matching signal, or FALSE for any other shape. */
@@ -63,11 +75,16 @@ static DBusHandlerResult filter(DBusConnection *connection, DBusMessage *message
 }
 
 int main(int argc, char **argv) {
+    int lines = argc > 1 && strcmp(argv[1], "--lines") == 0;
+    if (lines) {
+        argv++;
+        argc--;
+    }
     if (argc != 3) {
-        fprintf(stderr, "usage: %s ADDRESS N\n", argv[0]);
+        fprintf(stderr, "usage: %s [--lines] ADDRESS N\n", argv[0]);
         return 2;
     }
-    struct receiver state = {.target = bench_count_argument(argv[2])};
+    struct receiver state = {.target = bench_count_argument(argv[2]), .lines = lines};
     DBusConnection *connection = bench_connect(argv[1]);
     DBusError error;
     dbus_error_init(&error);

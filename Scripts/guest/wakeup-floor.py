@@ -27,6 +27,16 @@ python (dbus-next, an asyncio sleep loop, as bless). C and Swift address the sig
 --destination (default org.bluez, as BlueZKit's updateValue addresses bluetoothd; "" for a
 broadcast, then Swift's goes through DBusConnection.send); python broadcasts (as bless). The
 driver samples the sender when it reads line W and line W + N (the same point of the tick).
+Signal (--only signal, --signal-rates RATE:N,..., default 200:1000, the end-to-end benchmark's
+rate; 5:150 is the gateway's six links): DIR/wakeup-sender broadcasts a PropertiesChanged(Value:
+ay) every 1000/RATE ms and a receiver subscribed to it takes the value and writes one JSON line
+per value — what StartNotify costs a central, BlueZKit's default path. Receivers: c
+(DIR/signal-receiver --lines: libdbus's read_write_dispatch loop and iterators, the floor),
+swift-direct (WakeupFloor signal direct: BlueZKit's D-Bus layer, the line written on the
+connection's reading thread), swift-hop (WakeupFloor signal hop: the same, the value handed to
+another serial queue with async as CentralManager hands it to the delegate queue), python
+(wakeup_signal_receiver.py: dbus-fast's asyncio MessageBus, as bleak). Sampled at the
+receiver's own lines W and W + N.
 
 CPU, of the measured process only (all its threads): the sum over /proc/PID/task/* of
 schedstat's first field (ns on a CPU; the main figure, µs per datagram or signal), utime +
@@ -58,6 +68,7 @@ guest_common.PROGRAM = "wakeup-floor"
 
 RECEIVERS = ["c-blocking", "c-epoll", "swift", "python"]
 SENDERS = ["c", "c-no-bus", "swift-dispatch", "swift-thread", "python"]
+SIGNAL_RECEIVERS = ["c", "swift-direct", "swift-hop", "python"]
 
 
 def sample(pid):
@@ -205,6 +216,41 @@ def send_run(args, variant):
     return per_item(samples[0], samples[1], count)
 
 
+def signal_command(args, variant, total):
+    address = os.environ.get("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/run/dbus/system_bus_socket")
+    return {
+        "c": [f"{args.c_bin}/signal-receiver", "--lines", address, str(total)],
+        "swift-direct": [args.swift_bin, "signal", "direct", str(total)],
+        "swift-hop": [args.swift_bin, "signal", "hop", str(total)],
+        "python": [args.python, f"{args.python_dir}/wakeup_signal_receiver.py", str(total)],
+    }[variant]
+
+
+def signal_run(args, variant, rate, count):
+    """One receiver of PropertiesChanged signals broadcast by the C sender at `rate`, sampled at
+    its own reading lines W and W + count (the same point of processing)."""
+    interval_ms = round(1000 / rate)
+    total = args.warmup + count + 5
+    what = f"{variant} signal receiver at {rate}/s"
+    receiver = subprocess.Popen(signal_command(args, variant, total), stdout=subprocess.PIPE, bufsize=0)
+    lines = Lines(receiver.stdout, what)
+    if lines.next() != "ready":
+        die(f"{what}: expected ready")
+    # An empty destination: a broadcast, which the receiver's match rule admits.
+    sender = subprocess.Popen([f"{args.c_bin}/wakeup-sender", str(interval_ms), str(total + 5), ""],
+                              stdout=subprocess.DEVNULL)
+    samples = []
+    for number in range(1, total + 1):
+        line = lines.next(seconds=60 + interval_ms / 1000 * 10)
+        if '"event": "heartRate"' not in line:
+            die(f"{what}: unexpected line {line!r}")
+        if number in (args.warmup, args.warmup + count):
+            samples.append(sample(receiver.pid))
+    finish(receiver, what)
+    finish(sender, "the signal sender", seconds=60 + 10 * interval_ms / 1000)
+    return per_item(samples[0], samples[1], count)
+
+
 def summary(runs):
     result = {}
     for key in ("cpu_us", "cpu_us_stat", "switches"):
@@ -261,18 +307,19 @@ def main():
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--rates", default="5:150,30:300")
     parser.add_argument("--warmup", type=int, default=20)
+    parser.add_argument("--signal-rates", default="200:1000")
     parser.add_argument("--send-count", type=int, default=500)
     parser.add_argument("--send-interval-ms", type=int, default=20)
     parser.add_argument("--destination", default="org.bluez")
     parser.add_argument("--json")
     args = parser.parse_args()
     only = set(args.only.split(","))
-    if not only <= {"receive", "send"}:
-        die("--only takes receive, send")
+    if not only <= {"receive", "send", "signal"}:
+        die("--only takes receive, send, signal")
     if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/schedstat"):
         die("this kernel has no /proc/PID/task/TID/schedstat")
     result = {"kernel": platform.release(), "cpus": os.cpu_count(), "runs": args.runs, "warmup": args.warmup,
-              "clock_ticks_per_s": os.sysconf("SC_CLK_TCK"), "receive": {}, "send": {}}
+              "clock_ticks_per_s": os.sysconf("SC_CLK_TCK"), "receive": {}, "send": {}, "signal": {}}
     if "receive" in only:
         for pair in args.rates.split(","):
             rate, count = (int(part) for part in pair.split(":"))
@@ -288,11 +335,23 @@ def main():
         add_ratios(group, "c", "python")
         result["send"] = {"interval_ms": args.send_interval_ms, "count": args.send_count,
                           "destination": args.destination, "variants": group}
+    if "signal" in only:
+        for pair in args.signal_rates.split(","):
+            rate, count = (int(part) for part in pair.split(":"))
+            log(f"signal: {rate}/s ({round(1000 / rate)} ms), {args.warmup} + {count} PropertiesChanged, "
+                f"{args.runs} runs of {', '.join(SIGNAL_RECEIVERS)}")
+            group = measure(SIGNAL_RECEIVERS, args.runs, lambda v: signal_run(args, v, rate, count),
+                            f"signal {rate}/s")
+            add_ratios(group, "c", "python")
+            result["signal"][str(rate)] = {"interval_ms": round(1000 / rate), "count": count, "variants": group}
     print(f"wake-up floor: {result['kernel']}, {result['cpus']} CPU, {args.runs} runs; CPU per item is "
           "schedstat (µs, median and range); stat µs from utime+stime (ticks); switches per item")
     for rate, entry in result["receive"].items():
         print_table(f"receive {rate}/s (one datagram every {entry['interval_ms']} ms, {entry['count']} measured)",
                     entry["variants"])
+    for rate, entry in result["signal"].items():
+        print_table(f"signal receive {rate}/s (a PropertiesChanged every {entry['interval_ms']} ms, "
+                    f"{entry['count']} measured)", entry["variants"])
     if result["send"]:
         print_table(f"send every {result['send']['interval_ms']} ms ({result['send']['count']} signals measured)",
                     result["send"]["variants"])

@@ -3,7 +3,7 @@
 
     Scripts/bluez-vm run --share DIR --timeout 400 -- \\
         Scripts/guest/one-link-profile.py --bin BIN --out DIR [--interval-ms 100] [--count 200] \\
-        [--python PY --bleak-gateway Benchmarks/python/bleak_gateway.py] [--side bluezkit|bleak] \\
+        [--python PY --bleak-gateway Benchmarks/python/bleak_gateway.py] [--side bluezkit|bleak] [--strace] \\
         [-- EXTRA CENTRAL ARGUMENTS, e.g. --notify-sockets or --acquire-notify]
 
 BIN is the release folder with heart-rate-peripheral and GatewayBenchmark (Scripts/benchmark builds
@@ -16,6 +16,10 @@ and context switches) and runs `perf record -e cpu-clock` on it. Prints the cent
 line (its own getrusage CPU per notification) and, per thread alive at both ends of the window,
 ms on a CPU and switches per notification; writes DIR/perf.SIDE.data and two reports,
 DIR/report.SIDE.txt (by thread name, library and symbol) and DIR/report-dso.SIDE.txt (by library).
+With --strace, `strace -f -tt` runs in the window instead of perf and writes DIR/strace.SIDE.txt:
+every system call of every thread, in order — what wakes the central and which thread (at one
+notification a second, for one, libdispatch's manager thread re-arming its once-a-second pool
+monitor timer). Per-thread figures are then inflated by strace; read it for what is called.
 A probe for reading, not a benchmark: one run, no comparison (Scripts/benchmark --only gateway
 makes those).
 """
@@ -23,6 +27,7 @@ makes those).
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,6 +70,7 @@ def main():
     parser.add_argument("--bleak-gateway")
     parser.add_argument("--interval-ms", type=int, default=100)
     parser.add_argument("--count", type=int, default=200)
+    parser.add_argument("--strace", action="store_true")
     parser.add_argument("extra", nargs="*")
     args = parser.parse_args()
     if args.side == "bleak" and not (args.python and args.bleak_gateway):
@@ -85,14 +91,18 @@ def main():
     central = subprocess.Popen(command, stdout=subprocess.PIPE,
                                stderr=open(os.path.join(args.out, f"{args.side}.err"), "wb"))
     data = os.path.join(args.out, f"perf.{args.side}.data")
+    trace = f"/run/one-link-profile.{args.side}.strace"
+    if args.strace:
+        recorder = ["strace", "-f", "-tt", "-p", str(central.pid), "-o", trace]
+    else:
+        recorder = ["perf", "record", "-e", "cpu-clock", "-F", "1999", "-p", str(central.pid), "-o", data]
     marks, perf = {}, None
     for line in central.stdout:
         if b'"window"' in line:
             mark = json.loads(line)["mark"]
             marks[mark] = threads(central.pid)
             if mark == "start":
-                perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "1999", "-p", str(central.pid),
-                                         "-o", data], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                perf = subprocess.Popen(recorder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             elif perf:
                 perf.send_signal(signal.SIGINT)
                 perf.wait()
@@ -109,6 +119,9 @@ def main():
         name = end[tid][0]
         log(f"thread {tid} {name!r}: {(end[tid][1] - start[tid][1]) / 1e6 / notifications:.3f} ms and "
             f"{(end[tid][2] - start[tid][2]) / notifications:.2f} switches per notification")
+    if args.strace:
+        shutil.copy(trace, os.path.join(args.out, f"strace.{args.side}.txt"))
+        return
     for sort, report in (("comm,dso,sym", "report"), ("dso", "report-dso")):
         with open(os.path.join(args.out, f"{report}.{args.side}.txt"), "wb") as output:
             subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", sort],

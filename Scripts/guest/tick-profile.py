@@ -71,6 +71,8 @@ def forget_devices():
 
 def value_lines(stream, marker, count):
     """Reads a program's output until `count` more lines with `marker` went by."""
+    if count <= 0:
+        return
     seen = 0
     for line in stream:
         if marker in line:
@@ -128,9 +130,11 @@ def main():
         start, start_rss = threads(measured.pid), resident_kib(measured.pid)
         # Resident memory at each tenth of the window too: growth that goes on is a leak.
         tenths = [start_rss]
-        for _ in range(10):
+        began = time.monotonic()
+        for tenth in range(1, 11):
             value_lines(measured.stdout, marker, args.count // 10)
             tenths.append(resident_kib(measured.pid))
+            log(f"  {tenth}/10 of the window after {time.monotonic() - began:.0f} s: {tenths[-1]} KiB resident")
         value_lines(measured.stdout, marker, args.count - 10 * (args.count // 10))
         end, end_rss = threads(measured.pid), resident_kib(measured.pid)
         log(f"heart-rate-{args.side}, {args.count} values at {args.interval_ms} ms, per value:")

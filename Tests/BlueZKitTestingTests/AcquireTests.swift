@@ -503,8 +503,8 @@ import Testing
                 let notify = try await ClientSocket.acquire(
                     rig.client, HeartRateSensor.measurementPath, "AcquireNotify")
                 let write = try await ClientSocket.acquire(rig.client, HeartRateSensor.commandPath, "AcquireWrite")
-                // Both ends of both pairs are open now.
-                #expect(ClientSocket.openSequencedPacketSockets() >= baseline + 4)
+                // Both pairs work (a value each way). Not counted against `baseline`: tests run
+                // in parallel, and another one closing its sockets meanwhile lowers the count.
                 #expect(sensor.measurement.notify([UInt8(round)]))
                 #expect(await notify.receive() == .datagram([UInt8(round)]))
                 #expect(write.send([UInt8(round)]))

@@ -119,7 +119,7 @@ func runSignalReceiver(mode: String, count: Int) -> Never {
         if seen.value == count { exit(0) }
     }
     let subscribed = DispatchSemaphore(value: 0)
-    let failure = Opened()
+    let failure = SubscribeResult()
     let subscription = SubscriptionBox()
     Task.detached {
         do throws(DBusError) {
@@ -149,6 +149,12 @@ func runSignalReceiver(mode: String, count: Int) -> Never {
 /// The subscription, kept for the process's life. `@unchecked Sendable`: set once before `ready`.
 final class SubscriptionBox: @unchecked Sendable {
     var value: DBusSubscription?
+}
+
+/// Whether subscribing worked, handed from the task that subscribes to the waiting main thread.
+/// `@unchecked Sendable`: set before the semaphore's signal, read after its wait.
+final class SubscribeResult: @unchecked Sendable {
+    var result: Result<Void, DBusError> = .success(())
 }
 
 // MARK: - send

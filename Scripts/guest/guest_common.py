@@ -1,6 +1,8 @@
-"""What the guest-side benchmark drivers (e2e-benchmark.py, gateway-benchmark.py) share:
-their log lines, BlueZ over busctl, bounded waits and a process's CPU time from /proc."""
+"""What the guest-side benchmark drivers (e2e-benchmark.py, gateway-benchmark.py) and probes
+(tick-profile.py, one-link-profile.py) share: their log lines, BlueZ over busctl, bounded waits,
+a cold start for the central and a process's CPU time and threads from /proc."""
 
+import os
 import subprocess
 import sys
 import time
@@ -44,6 +46,14 @@ def devices(adapter):
     return device_paths(busctl("--list", "tree", "org.bluez"), adapter)
 
 
+def forget_devices():
+    """Every adapter forgets every device (a cold start for the central)."""
+    tree = subprocess.run(["busctl", "tree", "--list", "org.bluez"], capture_output=True, text=True).stdout.split()
+    for path in sorted({p for p in tree if p.count("/") == 4 and "/dev_" in p}):
+        subprocess.run(["busctl", "call", "org.bluez", path.rsplit("/", 1)[0], "org.bluez.Adapter1", "RemoveDevice",
+                        "o", path], capture_output=True)
+
+
 def wait_until(seconds, check, what, interval=0.2):
     """Polls `check` until it is true (True) or `seconds` passed (a warning, False)."""
     deadline = time.monotonic() + seconds
@@ -60,3 +70,22 @@ def cpu_ticks(pid):
     with open(f"/proc/{pid}/stat", "rb") as stat:
         fields = stat.read().rsplit(b")", 1)[1].split()
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
+
+
+def threads(pid, proc="/proc"):
+    """{tid: (name, ns on a CPU, voluntary switches, involuntary switches)} of each live thread
+    (tid a string; a thread that exits while it is read is left out)."""
+    found = {}
+    for tid in os.listdir(f"{proc}/{pid}/task"):
+        task = f"{proc}/{pid}/task/{tid}"
+        try:
+            with open(f"{task}/comm") as comm:
+                name = comm.read().strip()
+            with open(f"{task}/schedstat") as schedstat:
+                ns = int(schedstat.read().split()[0])
+            with open(f"{task}/status") as status:
+                fields = dict(line.split(":", 1) for line in status.read().splitlines())
+            found[tid] = (name, ns, int(fields["voluntary_ctxt_switches"]), int(fields["nonvoluntary_ctxt_switches"]))
+        except (OSError, KeyError, ValueError):
+            pass
+    return found

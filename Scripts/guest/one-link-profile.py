@@ -33,32 +33,11 @@ import subprocess
 import sys
 import time
 
+from guest_common import forget_devices, threads
+
 
 def log(text):
     print(text, flush=True)
-
-
-def threads(pid):
-    """{tid: (name, ns on a CPU, context switches)} of each live thread."""
-    found = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
-            ns = int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
-            status = open(f"/proc/{pid}/task/{tid}/status").read().splitlines()
-            switches = sum(int(line.split()[1]) for line in status if "ctxt_switches:" in line)
-            found[tid] = (name, ns, switches)
-        except OSError:
-            pass
-    return found
-
-
-def forget_devices():
-    """Every adapter forgets every device (a cold start for the central)."""
-    tree = subprocess.run(["busctl", "tree", "--list", "org.bluez"], capture_output=True, text=True).stdout.split()
-    for path in sorted({p for p in tree if p.count("/") == 4 and "/dev_" in p}):
-        subprocess.run(["busctl", "call", "org.bluez", path.rsplit("/", 1)[0], "org.bluez.Adapter1", "RemoveDevice",
-                        "o", path], capture_output=True)
 
 
 def main():
@@ -116,9 +95,9 @@ def main():
     start, end = marks["start"], marks["end"]
     notifications = args.count - 1
     for tid in sorted(set(start) & set(end), key=int):
-        name = end[tid][0]
-        log(f"thread {tid} {name!r}: {(end[tid][1] - start[tid][1]) / 1e6 / notifications:.3f} ms and "
-            f"{(end[tid][2] - start[tid][2]) / notifications:.2f} switches per notification")
+        (_, ns0, vol0, inv0), (name, ns1, vol1, inv1) = start[tid], end[tid]
+        log(f"thread {tid} {name!r}: {(ns1 - ns0) / 1e6 / notifications:.3f} ms and "
+            f"{(vol1 + inv1 - vol0 - inv0) / notifications:.2f} switches per notification")
     if args.strace:
         shutil.copy(trace, os.path.join(args.out, f"strace.{args.side}.txt"))
         return

@@ -2,6 +2,9 @@
 
 import io
 import os
+import subprocess
+import tempfile
+import threading
 import unittest
 from unittest import mock
 
@@ -39,6 +42,66 @@ class CpuTicksTests(unittest.TestCase):
         seconds = times.user + times.system
         self.assertGreater(seconds, 0)
         self.assertAlmostEqual(ticks / os.sysconf("SC_CLK_TCK"), seconds, delta=0.05)
+
+
+class ThreadsTests(unittest.TestCase):
+    def test_reads_name_cpu_time_and_both_kinds_of_switches_of_each_task(self):
+        with tempfile.TemporaryDirectory() as proc:
+            for tid, name, ns, voluntary, involuntary in (("41", "main", 1500, 7, 2), ("42", "reader", 900, 30, 0)):
+                task = os.path.join(proc, "40", "task", tid)
+                os.makedirs(task)
+                with open(os.path.join(task, "comm"), "w") as comm:
+                    comm.write(f"{name}\n")
+                with open(os.path.join(task, "schedstat"), "w") as schedstat:
+                    schedstat.write(f"{ns} 123 45\n")
+                with open(os.path.join(task, "status"), "w") as status:
+                    status.write(f"Name:\t{name}\nState:\tS (sleeping)\nvoluntary_ctxt_switches:\t{voluntary}\n"
+                                 f"nonvoluntary_ctxt_switches:\t{involuntary}\n")
+            # A task that exited between the listing and the reading: left out.
+            os.makedirs(os.path.join(proc, "40", "task", "43"))
+            self.assertEqual(guest_common.threads(40, proc=proc),
+                             {"41": ("main", 1500, 7, 2), "42": ("reader", 900, 30, 0)})
+
+    def test_sees_this_process_own_threads(self):
+        ready, done = threading.Event(), threading.Event()
+        worker = threading.Thread(target=lambda: (ready.set(), done.wait()), name="probe-worker")
+        worker.start()
+        try:
+            ready.wait()
+            found = guest_common.threads(os.getpid())
+        finally:
+            done.set()
+            worker.join()
+        self.assertIn(str(threading.get_native_id()), found)
+        self.assertIn(str(worker.native_id), found)
+        for name, ns, voluntary, involuntary in found.values():
+            self.assertIsInstance(name, str)
+            for field in (ns, voluntary, involuntary):
+                self.assertIsInstance(field, int)
+                self.assertGreaterEqual(field, 0)
+
+
+class ForgetDevicesTests(unittest.TestCase):
+    def test_removes_each_adapters_devices_and_nothing_else(self):
+        tree = "\n".join([
+            "/", "/org", "/org/bluez", "/org/bluez/hci0", "/org/bluez/hci0/dev_00_AA_01_01_00_01",
+            "/org/bluez/hci0/dev_00_AA_01_01_00_01/service0008", "/org/bluez/hci1/dev_00_AA_01_00_00_00",
+        ])
+        calls = []
+
+        def run(command, **kwargs):
+            calls.append(command)
+            return subprocess.CompletedProcess(command, 0, stdout=tree if command[1] == "tree" else "", stderr="")
+
+        with mock.patch("subprocess.run", side_effect=run):
+            guest_common.forget_devices()
+        self.assertEqual(calls, [
+            ["busctl", "tree", "--list", "org.bluez"],
+            ["busctl", "call", "org.bluez", "/org/bluez/hci0", "org.bluez.Adapter1", "RemoveDevice", "o",
+             "/org/bluez/hci0/dev_00_AA_01_01_00_01"],
+            ["busctl", "call", "org.bluez", "/org/bluez/hci1", "org.bluez.Adapter1", "RemoveDevice", "o",
+             "/org/bluez/hci1/dev_00_AA_01_00_00_00"],
+        ])
 
 
 if __name__ == "__main__":

@@ -34,23 +34,11 @@ import subprocess
 import sys
 import time
 
+from guest_common import forget_devices, threads
+
 
 def log(text):
     print(text, flush=True)
-
-
-def threads(pid):
-    """{tid: (name, ns on a CPU, voluntary switches, involuntary switches)} of each live thread."""
-    found = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            name = open(f"/proc/{pid}/task/{tid}/comm").read().strip()
-            ns = int(open(f"/proc/{pid}/task/{tid}/schedstat").read().split()[0])
-            status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/task/{tid}/status").read().splitlines())
-            found[tid] = (name, ns, int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"]))
-        except (OSError, KeyError, ValueError):
-            pass
-    return found
 
 
 def resident_kib(pid):
@@ -59,14 +47,6 @@ def resident_kib(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
-
-
-def forget_devices():
-    """Every adapter forgets every device (a cold start for the central)."""
-    tree = subprocess.run(["busctl", "tree", "--list", "org.bluez"], capture_output=True, text=True).stdout.split()
-    for path in sorted({p for p in tree if p.count("/") == 4 and "/dev_" in p}):
-        subprocess.run(["busctl", "call", "org.bluez", path.rsplit("/", 1)[0], "org.bluez.Adapter1", "RemoveDevice",
-                        "o", path], capture_output=True)
 
 
 def value_lines(stream, marker, count):

@@ -130,7 +130,7 @@ extension DBusMessage {
     }
 
     /// Calls `body` with the marshalled body bytes and their byte order.
-    private func withMarshalledBody<R>(
+    func withMarshalledBody<R>(
         _ body: (UnsafeRawBufferPointer, Bool) throws(DBusError) -> R
     ) throws(DBusError) -> R {
         var buffer: UnsafeMutablePointer<CChar>? = nil

@@ -21,7 +21,7 @@
 //                   measures (libdispatch's timer: its manager thread wakes a worker for the queue)
 //         thread    the tick is a thread of its own sleeping in clock_nanosleep to an absolute
 //                   schedule, as the C floor does: the difference is what the timer costs a tick.
-//   WakeupFloor signal direct|hop COUNT
+//   WakeupFloor signal direct|hop|thread COUNT
 //       The central's StartNotify receive path in BlueZKit's D-Bus layer: a DBusConnection to the
 //       system bus on its own serial queue (the bus queue) subscribes to PropertiesChanged; each
 //       signal is read by the connection's reading thread, which runs the handler inside
@@ -33,6 +33,10 @@
 //         hop     the handler hands a `Data` of the bytes to another serial queue with `async`,
 //                 where the rate is decoded and the line written, as CentralManager hands a value
 //                 to the delegate queue (the second wake-up, measured by the difference)
+//         thread  the handler appends the `Data` to an inbox and signals a condition; a thread of
+//                 our own (one per manager, always the same) takes it and runs the line inside
+//                 `delegateQueue.sync`: a design where one warm thread, not libdispatch's
+//                 rotating workers, makes the second wake-up
 
 import BlueZ
 import DBus
@@ -106,13 +110,14 @@ final class SignalCount: @unchecked Sendable {
 }
 
 func runSignalReceiver(mode: String, count: Int) -> Never {
-    guard mode == "direct" || mode == "hop" else { fail("signal takes direct or hop, not \(mode)") }
+    guard ["direct", "hop", "thread"].contains(mode) else { fail("signal takes direct, hop or thread, not \(mode)") }
     let busQueue = DispatchQueue(label: "wakeup-floor.bus")
     let delegateQueue = DispatchQueue(label: "wakeup-floor.central")
     let connection = connect(busQueue: busQueue)
     let seen = SignalCount()
     let interface = Sender.interface
     let hops = mode == "hop"
+    let inbox = mode == "thread" ? DeliveryInbox(queue: delegateQueue, deliver: reading) : nil
     @Sendable func reading(_ value: Data) {
         writeLine("{\"bpm\": \(heartRate(value)), \"event\": \"heartRate\"}")
         seen.value += 1
@@ -127,7 +132,9 @@ func runSignalReceiver(mode: String, count: Int) -> Never {
                 DBusMatchRule(interface: .properties, member: "PropertiesChanged")
             ) { message in
                 guard let bytes = message.propertiesChangedValueBytes(of: interface) else { return }
-                if hops {
+                if let inbox {
+                    inbox.post(Data(bytes))
+                } else if hops {
                     let value = Data(bytes)
                     delegateQueue.async { reading(value) }
                 } else {
@@ -144,6 +151,37 @@ func runSignalReceiver(mode: String, count: Int) -> Never {
     writeLine("ready")
     withExtendedLifetime((connection, subscription)) { () -> Void in dispatchMain() }
     fail("dispatchMain returned")
+}
+
+/// Values handed from the reading thread to one delivery thread of its own, which runs each
+/// inside `queue.sync` (the `thread` variant). `@unchecked Sendable`: `values` is guarded by
+/// `condition`.
+final class DeliveryInbox: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var values: [Data] = []
+
+    init(queue: DispatchQueue, deliver: @escaping @Sendable (Data) -> Void) {
+        let thread = Thread { [self] in
+            var taken: [Data] = []
+            while true {
+                condition.lock()
+                while values.isEmpty { condition.wait() }
+                swap(&taken, &values)
+                condition.unlock()
+                for value in taken { queue.sync { deliver(value) } }
+                taken.removeAll(keepingCapacity: true)
+            }
+        }
+        thread.name = "wakeup-floor.delivery"
+        thread.start()
+    }
+
+    func post(_ value: Data) {
+        condition.lock()
+        values.append(value)
+        condition.signal()
+        condition.unlock()
+    }
 }
 
 /// The subscription, kept for the process's life. `@unchecked Sendable`: set once before `ready`.
@@ -286,5 +324,6 @@ case "send" where arguments.count == 5 || arguments.count == 6:
         destination: destination)
 default:
     fail(
-        "usage: WakeupFloor read FD | send dispatch|thread INTERVAL_MS COUNT [DESTINATION] | signal direct|hop COUNT")
+        "usage: WakeupFloor read FD | send dispatch|thread INTERVAL_MS COUNT [DESTINATION] | signal direct|hop|thread COUNT"
+    )
 }

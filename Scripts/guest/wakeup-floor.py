@@ -34,7 +34,9 @@ per value — what StartNotify costs a central, BlueZKit's default path. Receive
 (DIR/signal-receiver --lines: libdbus's read_write_dispatch loop and iterators, the floor),
 swift-direct (WakeupFloor signal direct: BlueZKit's D-Bus layer, the line written on the
 connection's reading thread), swift-hop (WakeupFloor signal hop: the same, the value handed to
-another serial queue with async as CentralManager hands it to the delegate queue), python
+another serial queue with async as CentralManager hands it to the delegate queue),
+swift-thread (WakeupFloor signal thread: the value handed to a delivery thread of our own, which
+runs the line inside the delegate queue's sync: one warm thread for the second wake-up), python
 (wakeup_signal_receiver.py: dbus-fast's asyncio MessageBus, as bleak). Sampled at the
 receiver's own lines W and W + N.
 
@@ -68,7 +70,7 @@ guest_common.PROGRAM = "wakeup-floor"
 
 RECEIVERS = ["c-blocking", "c-epoll", "swift", "python"]
 SENDERS = ["c", "c-no-bus", "swift-dispatch", "swift-thread", "python"]
-SIGNAL_RECEIVERS = ["c", "swift-direct", "swift-hop", "python"]
+SIGNAL_RECEIVERS = ["c", "swift-direct", "swift-hop", "swift-thread", "python"]
 
 
 def sample(pid):
@@ -222,6 +224,7 @@ def signal_command(args, variant, total):
         "c": [f"{args.c_bin}/signal-receiver", "--lines", address, str(total)],
         "swift-direct": [args.swift_bin, "signal", "direct", str(total)],
         "swift-hop": [args.swift_bin, "signal", "hop", str(total)],
+        "swift-thread": [args.swift_bin, "signal", "thread", str(total)],
         "python": [args.python, f"{args.python_dir}/wakeup_signal_receiver.py", str(total)],
     }[variant]
 

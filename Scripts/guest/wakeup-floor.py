@@ -203,7 +203,9 @@ def send_command(args, variant, total):
 
 def send_run(args, variant):
     count, warmup = args.send_count, args.warmup
-    total = warmup + count + 5  # still running when the last sample is taken
+    # Still running when the last sample is taken: the driver may read its lines a while after
+    # they were written (one CPU), so a second's worth of ticks more, not a handful.
+    total = warmup + count + max(5, round(1000 / args.send_interval_ms))
     what = f"{variant} sender"
     sender = subprocess.Popen(send_command(args, variant, total), stdout=subprocess.PIPE, bufsize=0)
     lines = Lines(sender.stdout, what)
@@ -233,7 +235,10 @@ def signal_run(args, variant, rate, count):
     """One receiver of PropertiesChanged signals broadcast by the C sender at `rate`, sampled at
     its own reading lines W and W + count (the same point of processing)."""
     interval_ms = round(1000 / rate)
-    total = args.warmup + count + 5
+    # A second's worth of values after the last sample: with a handful, a receiver that writes
+    # its lines from another thread (swift-hop) was often already exiting when the driver read
+    # line W + N, and the sample missed its reading thread.
+    total = args.warmup + count + max(5, rate)
     what = f"{variant} signal receiver at {rate}/s"
     receiver = subprocess.Popen(signal_command(args, variant, total), stdout=subprocess.PIPE, bufsize=0)
     lines = Lines(receiver.stdout, what)
@@ -249,6 +254,8 @@ def signal_run(args, variant, rate, count):
             die(f"{what}: unexpected line {line!r}")
         if number in (args.warmup, args.warmup + count):
             samples.append(sample(receiver.pid))
+            if receiver.poll() is not None:
+                die(f"{what}: exited before its last sample was taken")
     finish(receiver, what)
     finish(sender, "the signal sender", seconds=60 + 10 * interval_ms / 1000)
     return per_item(samples[0], samples[1], count)

@@ -156,11 +156,7 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         case HeartRateProfile.measurement:
             guard !finished else { return }
             do throws(HeartRateProfileError) {
-                let reading = try HeartRateMeasurement(decoding: value)
-                var fields: [String: any Sendable] = ["bpm": Int(reading.beatsPerMinute)]
-                if let energy = reading.energyExpended { fields["energyExpended"] = Int(energy) }
-                if !reading.rrIntervals.isEmpty { fields["rrIntervals"] = reading.rrIntervalSeconds }
-                output.emit("heartRate", fields, human: reading.summary)
+                output.emit(heartRate: try HeartRateMeasurement(decoding: value))
                 readings += 1
                 if let count = configuration.count, readings >= count {
                     finished = true

@@ -96,7 +96,7 @@ public struct EventOutput: Sendable {
         bytes.append(UInt8(ascii: "]"))
     }
 
-    private static func appendDouble(_ number: Double, to bytes: inout [UInt8]) {
+    static func appendDouble(_ number: Double, to bytes: inout [UInt8]) {
         bytes.append(contentsOf: (number.isFinite ? number.description : "null").utf8)
     }
 
@@ -136,7 +136,7 @@ public struct EventOutput: Sendable {
     }
 
     /// Writes `bytes` to file descriptor 1 in one `write(2)` (again for what a short write left).
-    private static func writeToStandardOutput(_ bytes: [UInt8]) {
+    static func writeToStandardOutput(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { buffer in
             var offset = 0
             while offset < buffer.count {

@@ -34,4 +34,36 @@ import Testing
             String(decoding: EventOutput(json: false).line("x", ["a": 1], human: "72 bpm"), as: UTF8.self) == "72 bpm\n"
         )
     }
+
+    /// The reading line written straight from the measurement is byte for byte what the general
+    /// path prints for the fields the central used to build (and still valid JSON).
+    @Test func readingLinesAreTheGeneralLines() throws {
+        var readings: [HeartRateMeasurement] = []
+        for bpm: UInt16 in [0, 1, 72, 255, 256, 300, .max] {
+            for energy: UInt16? in [nil, 0, 120, .max] {
+                for rr: [UInt16] in [[], [0], [1024], [800, 801], [1, 512, 65535, 333]] {
+                    for contact: HeartRateMeasurement.SensorContact in [.notSupported, .notDetected, .detected] {
+                        readings.append(
+                            HeartRateMeasurement(
+                                beatsPerMinute: bpm, sensorContact: contact, energyExpended: energy, rrIntervals: rr))
+                    }
+                }
+            }
+        }
+        for json in [true, false] {
+            let output = EventOutput(json: json)
+            for reading in readings {
+                var fields: [String: any Sendable] = ["bpm": Int(reading.beatsPerMinute)]
+                if let energy = reading.energyExpended { fields["energyExpended"] = Int(energy) }
+                if !reading.rrIntervals.isEmpty { fields["rrIntervals"] = reading.rrIntervalSeconds }
+                let general = output.line("heartRate", fields, human: reading.summary)
+                #expect(output.line(heartRate: reading) == general, "\(reading), json \(json)")
+            }
+        }
+        let line = EventOutput(json: true).line(heartRate: readings[readings.count - 1])
+        let object = try JSONSerialization.jsonObject(with: Data(line)) as? [String: Any]
+        #expect(object?["bpm"] as? Int == Int(UInt16.max))
+        let seconds: [Double] = [1, 512, 65535, 333].map { $0 / 1024 }
+        #expect(object?["rrIntervals"] as? [Double] == seconds)
+    }
 }

@@ -213,8 +213,6 @@ final class HeartRateSensor: PeripheralManagerDelegate, @unchecked Sendable {
             pending = value
             return
         }
-        output.emit(
-            "notified", ["bpm": Int(reading.beatsPerMinute), "centrals": subscribers.count],
-            human: "\(reading.beatsPerMinute) bpm → \(subscribers.count) central\(subscribers.count == 1 ? "" : "s")")
+        output.emit(notified: reading, centrals: subscribers.count)
     }
 }

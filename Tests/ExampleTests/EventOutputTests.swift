@@ -66,4 +66,20 @@ import Testing
         let seconds: [Double] = [1, 512, 65535, 333].map { $0 / 1024 }
         #expect(object?["rrIntervals"] as? [Double] == seconds)
     }
+
+    /// The same for the peripheral's line of a measurement sent.
+    @Test func notifiedLinesAreTheGeneralLines() {
+        for json in [true, false] {
+            let output = EventOutput(json: json)
+            for bpm: UInt16 in [0, 9, 10, 72, 255, 256, .max] {
+                for centrals in 0...3 {
+                    let reading = HeartRateMeasurement(beatsPerMinute: bpm)
+                    let general = output.line(
+                        "notified", ["bpm": Int(bpm), "centrals": centrals],
+                        human: "\(bpm) bpm → \(centrals) central\(centrals == 1 ? "" : "s")")
+                    #expect(output.line(notified: reading, centrals: centrals) == general, "\(bpm) \(centrals) \(json)")
+                }
+            }
+        }
+    }
 }

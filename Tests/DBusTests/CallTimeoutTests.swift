@@ -99,7 +99,7 @@ struct CallTimeoutTests {
     @Test func answeringACallKeepsTheOthersWaiting() async throws {
         let fixture = try await Fixture()
         let long = Duration.seconds(30)
-        let short = TestTime.scaled(.milliseconds(600))
+        let short = TestTime.scaled(.milliseconds(1500))
         var tasks: [Task<[DBusValue], any Error>] = []
         for (index, timeout) in [long, long, short, long].enumerated() {
             tasks.append(Task { try await fixture.call("Hold", [.uint32(UInt32(index))], timeout: timeout) })
@@ -111,8 +111,11 @@ struct CallTimeoutTests {
         #expect(Self.waitingCalls(of: fixture.client) == .consistent(count: 4))
         byID[0]?.reply([.string("first")])
         #expect(try await tasks[0].value == [.string("first")])
-        // The last call now sits in the first's place, and knows it.
-        #expect(Self.waitingCalls(of: fixture.client) == .consistent(count: 3))
+        // The last call now sits in the first's place, and knows it. On a loaded machine the short
+        // call may already have timed out (its own removal moved the last call first): either
+        // way every call left finds itself at its slot.
+        let afterFirst = Self.waitingCalls(of: fixture.client)
+        #expect(afterFirst == .consistent(count: 3) || afterFirst == .consistent(count: 2), "\(afterFirst)")
         let error = await #expect(throws: DBusError.self) { try await tasks[2].value }
         #expect(error?.code == .timeout)
         byID[3]?.reply([.string("moved")])

@@ -35,8 +35,8 @@ extension DBusMessage {
     ///
     /// Returns the bytes with no generic value tree, or nil when the message has any other
     /// shape (then use `propertiesChange()`). The body is read from its wire form
-    /// (`dbus_message_marshal`, one copy) rather than with libdbus's iterators, which cost
-    /// about three times as many instructions for these seventeen steps.
+    /// (`dbus_message_marshal`, one copy) rather than with libdbus's iterators: about 2,700
+    /// instructions a value instead of 3,900 (callgrind), most of them libdbus's copy.
     package func propertiesChangedValueBytes(of interface: InterfaceName) -> [UInt8]? {
         guard dbus_message_has_signature(raw, "sa{sv}as") != 0 else { return nil }
         let bytes = try? withMarshalledBody { (body, bigEndian) throws(DBusError) -> [UInt8]? in

@@ -30,7 +30,7 @@ extension EventOutput {
             line.append(contentsOf: #","rrIntervals":["#.utf8)
             for (index, interval) in reading.rrIntervals.enumerated() {
                 if index > 0 { line.append(UInt8(ascii: ",")) }
-                Self.appendDouble(Double(interval) / 1024, to: &line)
+                Self.appendDouble(HeartRateMeasurement.seconds(ofRRInterval: interval), to: &line)
             }
             line.append(UInt8(ascii: "]"))
         }

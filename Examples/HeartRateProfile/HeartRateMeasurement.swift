@@ -35,7 +35,10 @@ public struct HeartRateMeasurement: Sendable, Hashable {
     }
 
     /// RR intervals in seconds.
-    public var rrIntervalSeconds: [Double] { rrIntervals.map { Double($0) / 1024 } }
+    public var rrIntervalSeconds: [Double] { rrIntervals.map(Self.seconds(ofRRInterval:)) }
+
+    /// One RR interval in seconds (the characteristic counts them in 1/1024 s).
+    public static func seconds(ofRRInterval interval: UInt16) -> Double { Double(interval) / 1024 }
 
     /// The bytes of the characteristic's value: the rate as 8 bits when it fits, else 16;
     /// RR intervals that do not fit the given maximum length are left out (the spec's rule:

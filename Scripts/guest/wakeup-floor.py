@@ -93,6 +93,15 @@ def sample(pid):
     return {"ticks": guest_common.cpu_ticks(pid), "threads": len(tasks), "tasks": tasks}
 
 
+def live_sample(process, what):
+    """`sample` of a process that must still be running (one that had already exited would lose
+    its threads' counters); dies otherwise."""
+    taken = sample(process.pid)
+    if process.poll() is not None:
+        die(f"{what}: exited before its sample was taken")
+    return taken
+
+
 def per_item(start, end, count):
     """The window's figures per datagram or signal.
 
@@ -215,7 +224,7 @@ def send_run(args, variant):
         if '"event": "notified"' not in line:
             die(f"{what}: unexpected line {line!r}")
         if number in (warmup, warmup + count):
-            samples.append(sample(sender.pid))
+            samples.append(live_sample(sender, what))
     finish(sender, what)
     return per_item(samples[0], samples[1], count)
 
@@ -253,9 +262,7 @@ def signal_run(args, variant, rate, count):
         if '"event": "heartRate"' not in line:
             die(f"{what}: unexpected line {line!r}")
         if number in (args.warmup, args.warmup + count):
-            samples.append(sample(receiver.pid))
-            if receiver.poll() is not None:
-                die(f"{what}: exited before its last sample was taken")
+            samples.append(live_sample(receiver, what))
     finish(receiver, what)
     finish(sender, "the signal sender", seconds=60 + 10 * interval_ms / 1000)
     return per_item(samples[0], samples[1], count)

@@ -356,9 +356,9 @@ struct DBusTypeTable {
 
 // MARK: - Reading
 
-/// A cursor over one body. Positions count from the body's start, which is
-/// 8-aligned in every message, so alignment is that of the position.
-struct DBusBodyReader {
+/// The general decoder's cursor over one body (see `DBusBodyCursor` for the primitives):
+/// the nesting depth and the type table of the signature it decodes.
+struct DBusBodyReader: DBusBodyCursor {
     let base: UnsafeRawPointer
     let count: Int
     let bigEndian: Bool
@@ -371,69 +371,21 @@ struct DBusBodyReader {
     static let maximumArrayLength = 64 << 20
 
     init(_ body: UnsafeRawBufferPointer, bigEndian: Bool, table: DBusTypeTable) {
-        // An empty buffer may have no address: any non-null pointer will do, nothing is read.
-        self.base = body.baseAddress ?? UnsafeRawPointer(bitPattern: 8)!
+        self.base = Self.baseAddress(of: body)
         self.count = body.count
         self.bigEndian = bigEndian
         self.table = table
-    }
-
-    static func malformed(_ what: String) -> DBusError {
-        DBusError(.invalidArgs, "malformed message body: \(what)")
     }
 
     func finish() throws(DBusError) {
         guard position == count else { throw Self.malformed("\(count - position) bytes after the last argument") }
     }
 
-    @inline(__always)
-    mutating func align(_ alignment: Int) throws(DBusError) {
-        let aligned = (position + alignment - 1) & ~(alignment - 1)
-        guard aligned <= count else { throw Self.malformed("padding past the end") }
-        while position < aligned {
-            guard base.load(fromByteOffset: position, as: UInt8.self) == 0 else {
-                throw Self.malformed("non-zero padding")
-            }
-            position += 1
-        }
-    }
-
-    @inline(__always)
-    mutating func need(_ size: Int) throws(DBusError) {
-        guard size <= count - position else { throw Self.malformed("value past the end") }
-    }
-
-    @inline(__always)
-    mutating func byte() throws(DBusError) -> UInt8 {
-        try need(1)
-        defer { position += 1 }
-        return base.load(fromByteOffset: position, as: UInt8.self)
-    }
-
-    @inline(__always)
-    mutating func fixed<T: FixedWidthInteger>(_: T.Type) throws(DBusError) -> T {
-        try align(MemoryLayout<T>.size)
-        try need(MemoryLayout<T>.size)
-        let raw = base.loadUnaligned(fromByteOffset: position, as: T.self)
-        position += MemoryLayout<T>.size
-        return bigEndian ? T(bigEndian: raw) : T(littleEndian: raw)
-    }
-
-    @inline(__always)
-    mutating func uint32() throws(DBusError) -> UInt32 { try fixed(UInt32.self) }
-
     /// The bytes of a string (`s`, `o`: 32-bit length; `g`: 8-bit), checked for
     /// the terminating NUL and no NUL inside; the position moves past the NUL.
     @inline(__always)
     mutating func stringBytes(shortLength: Bool) throws(DBusError) -> UnsafeRawBufferPointer {
-        let length = shortLength ? Int(try byte()) : Int(try uint32())
-        guard length < count - position else { throw Self.malformed("string past the end") }
-        let start = base + position
-        guard start.load(fromByteOffset: length, as: UInt8.self) == 0 else {
-            throw Self.malformed("string without its terminating NUL")
-        }
-        position += length + 1
-        let bytes = UnsafeRawBufferPointer(start: start, count: length)
+        let bytes = try terminatedBytes(shortLength: shortLength)
         guard Self.isASCIIWithoutNUL(bytes) || Self.isUTF8WithoutNUL(bytes) else {
             throw Self.malformed("string is not UTF-8 or contains a NUL character")
         }

@@ -55,68 +55,46 @@ extension DBusMessage {
     }
 }
 
-/// Reads the one shape `propertiesChangedValueBytes(of:)` answers for from a marshalled body:
-/// the primitives of `DBusBodyReader` (bounds, zero padding, terminated strings), without its
-/// type table, which would cost more to carry than this whole read.
-struct ValueChangeReader {
-    let body: UnsafeRawBufferPointer
+/// Reads the one shape `propertiesChangedValueBytes(of:)` answers for from a marshalled body,
+/// through `DBusBodyCursor`'s primitives (bounds, zero padding, terminated strings) and without
+/// `DBusBodyReader`'s type table, which would cost more to carry than this whole read.
+struct ValueChangeReader: DBusBodyCursor {
+    let base: UnsafeRawPointer
+    let count: Int
     let bigEndian: Bool
     var position = 0
+
+    init(body: UnsafeRawBufferPointer, bigEndian: Bool) {
+        self.base = Self.baseAddress(of: body)
+        self.count = body.count
+        self.bigEndian = bigEndian
+    }
 
     /// `(interface, {"Value": <ay>}, [])` gives the bytes; any other shape nil; a malformed
     /// body (past the end, non-zero padding, an unterminated string) nil too.
     mutating func onlyValueBytes(of interface: InterfaceName) -> [UInt8]? {
-        guard let name = string(), Self.same(name, interface.rawValue),
-            let changedLength = uint32(), align(8), changedLength <= body.count - position
-        else { return nil }
+        try? valueBytes(of: interface)
+    }
+
+    /// The bytes, nil for another shape; throws for a malformed body.
+    private mutating func valueBytes(of interface: InterfaceName) throws(DBusError) -> [UInt8]? {
+        guard Self.same(try terminatedBytes(shortLength: false), interface.rawValue) else { return nil }
+        let changedLength = Int(try uint32())
+        try align(8)
+        try need(changedLength)
         let changedEnd = position + changedLength
-        guard let key = string(), Self.same(key, "Value"), let signature = signature(),
-            signature.count == 2, signature[0] == UInt8(ascii: "a"), signature[1] == UInt8(ascii: "y"),
-            let valueLength = uint32(), valueLength <= changedEnd - position
-        else { return nil }
-        let value = [UInt8](UnsafeRawBufferPointer(rebasing: body[position..<position + valueLength]))
+        guard Self.same(try terminatedBytes(shortLength: false), "Value") else { return nil }
+        let signature = try terminatedBytes(shortLength: true)
+        guard signature.count == 2, signature[0] == UInt8(ascii: "a"), signature[1] == UInt8(ascii: "y") else {
+            return nil
+        }
+        let valueLength = Int(try uint32())
+        guard valueLength <= changedEnd - position else { return nil }
+        let value = [UInt8](UnsafeRawBufferPointer(start: base + position, count: valueLength))
         position += valueLength
         // Nothing else changed, nothing invalidated, nothing after.
-        guard position == changedEnd, uint32() == 0, position == body.count else { return nil }
+        guard position == changedEnd, try uint32() == 0, position == count else { return nil }
         return value
-    }
-
-    /// Skips the padding to `alignment` (zero bytes); false past the end or on a non-zero byte.
-    private mutating func align(_ alignment: Int) -> Bool {
-        let aligned = (position + alignment - 1) & ~(alignment - 1)
-        guard aligned <= body.count else { return false }
-        while position < aligned {
-            guard body[position] == 0 else { return false }
-            position += 1
-        }
-        return true
-    }
-
-    private mutating func uint32() -> Int? {
-        guard align(4), body.count - position >= 4 else { return nil }
-        let raw = body.loadUnaligned(fromByteOffset: position, as: UInt32.self)
-        position += 4
-        return Int(bigEndian ? UInt32(bigEndian: raw) : UInt32(littleEndian: raw))
-    }
-
-    /// A string (`s`) without its NUL; nil when it runs past the end or lacks the NUL.
-    private mutating func string() -> UnsafeRawBufferPointer? {
-        guard let length = uint32() else { return nil }
-        return characters(length)
-    }
-
-    /// A signature (`g`: 8-bit length) without its NUL.
-    private mutating func signature() -> UnsafeRawBufferPointer? {
-        guard position < body.count else { return nil }
-        let length = Int(body[position])
-        position += 1
-        return characters(length)
-    }
-
-    private mutating func characters(_ length: Int) -> UnsafeRawBufferPointer? {
-        guard length < body.count - position, body[position + length] == 0 else { return nil }
-        defer { position += length + 1 }
-        return UnsafeRawBufferPointer(rebasing: body[position..<position + length])
     }
 
     /// Whether `bytes` are the UTF-8 of `text` (one `memcmp`; comparing the string's UTF-8

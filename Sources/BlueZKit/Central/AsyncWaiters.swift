@@ -202,21 +202,7 @@ final class AsyncWaiters: Sendable {
         case .readyToSendWriteWithoutResponse:
             for waiter in take(Key(peripheral), \.writeRoom) { waiter.continuation.resume() }
         case .value(let characteristic, let data, let error):
-            // Every notification comes here: no lock when nobody waits for values at all, one
-            // lock and nothing copied when nobody waits for this characteristic's.
-            guard valuesAwaited.load(ordering: .acquiring) else { return }
-            let key = Key(characteristic)
-            let (reads, streams) = state.withLock { state -> ([Waiter<Data>], [Stream]) in
-                if state.reads.isEmpty && state.streams.isEmpty {
-                    valuesAwaited.store(false, ordering: .releasing)
-                    return ([], [])
-                }
-                let reads = state.reads.isEmpty ? [] : (state.reads.removeValue(forKey: key) ?? [])
-                let streams = state.streams.isEmpty ? [] : Array((state.streams[key] ?? [:]).values)
-                return (reads, streams)
-            }
-            for waiter in reads { resume(waiter.continuation, data ?? Data(), error) }
-            if let data, error == nil { for stream in streams { stream.continuation.yield(data) } }
+            valueChanged(of: characteristic, data, error)
         case .descriptorValue(let descriptor, let data, let error):
             for waiter in take(Key(descriptor), \.descriptorReads) {
                 resume(waiter.continuation, data ?? Data(), error)
@@ -234,6 +220,26 @@ final class AsyncWaiters: Sendable {
         default:
             break
         }
+    }
+
+    /// A characteristic's value arrived (a read's result or a notification; `error` for a failed
+    /// read): resumes the reads waiting for it and yields it to its streams. Every notification
+    /// comes here, straight from `CentralManager.deliverNotification`: no lock when nobody waits
+    /// for values at all, one lock and nothing copied when nobody waits for this characteristic's.
+    func valueChanged(of characteristic: Characteristic, _ data: Data?, _ error: (any Error)?) {
+        guard valuesAwaited.load(ordering: .acquiring) else { return }
+        let key = Key(characteristic)
+        let (reads, streams) = state.withLock { state -> ([Waiter<Data>], [Stream]) in
+            if state.reads.isEmpty && state.streams.isEmpty {
+                valuesAwaited.store(false, ordering: .releasing)
+                return ([], [])
+            }
+            let reads = state.reads.isEmpty ? [] : (state.reads.removeValue(forKey: key) ?? [])
+            let streams = state.streams.isEmpty ? [] : Array((state.streams[key] ?? [:]).values)
+            return (reads, streams)
+        }
+        for waiter in reads { resume(waiter.continuation, data ?? Data(), error) }
+        if let data, error == nil { for stream in streams { stream.continuation.yield(data) } }
     }
 
     /// The oldest write in flight to `key` has its result.

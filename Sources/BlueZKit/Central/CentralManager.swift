@@ -335,9 +335,17 @@ public final class CentralManager: @unchecked Sendable {
     /// Delivers a notification that arrived on the queue itself (an `AcquireNotify` socket read
     /// there): the same as posting `.value`, without the hop. On `queue`.
     func deliverNotification(_ value: Data, of characteristic: Characteristic, from peripheral: Peripheral) {
-        let change = GattEvent.value(characteristic, value, nil)
-        deliver(change, for: peripheral)
-        waiters.gattChanged(change, peripheral: peripheral)
+        deliverValue(value, of: characteristic, from: peripheral, error: nil)
+        waiters.valueChanged(of: characteristic, value, nil)
+    }
+
+    /// The model and delegate side of `.value`: the characteristic's new value (on success),
+    /// then `peripheral(_:didUpdateValueFor:error:)`. On `queue`.
+    private func deliverValue(
+        _ data: Data?, of characteristic: Characteristic, from peripheral: Peripheral, error: (any Error)?
+    ) {
+        if let data { characteristic.update(value: data) }
+        peripheral.delegate?.peripheral(peripheral, didUpdateValueFor: characteristic, error: error)
     }
 
     private func deliver(_ change: LinkEvent, for peripheral: Peripheral) {
@@ -398,8 +406,7 @@ public final class CentralManager: @unchecked Sendable {
             if error == nil { characteristic.setDescriptors(found) }
             delegate?.peripheral(peripheral, didDiscoverDescriptorsFor: characteristic, error: error)
         case .value(let characteristic, let data, let error):
-            if let data { characteristic.update(value: data) }
-            delegate?.peripheral(peripheral, didUpdateValueFor: characteristic, error: error)
+            deliverValue(data, of: characteristic, from: peripheral, error: error)
         case .descriptorValue(let descriptor, let data, let error):
             if let data { descriptor.update(value: data) }
             delegate?.peripheral(peripheral, didUpdateValueFor: descriptor, error: error)

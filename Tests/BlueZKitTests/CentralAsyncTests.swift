@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 /// The async/await API beside the delegates, on the simulated BlueZ.
-@Suite struct CentralAsyncTests {
+@Suite(.timeLimit(.minutes(1))) struct CentralAsyncTests {
     final class Quiet: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.async")
         func centralManagerDidUpdateState(_ central: CentralManager) {}

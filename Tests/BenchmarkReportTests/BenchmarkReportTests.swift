@@ -4,7 +4,7 @@ import Testing
 @testable import BenchmarkReport
 
 /// The statistics and the JSON of the benchmark scripts (`Benchmarks/BenchmarkReport`).
-@Suite struct BenchmarkReportTests {
+@Suite(.timeLimit(.minutes(5))) struct BenchmarkReportTests {
     @Test func medianOfAnOddCountIsTheMiddleSample() {
         #expect(Summary([5, 1, 3]) == Summary(median: 3, min: 1, max: 5, count: 3))
         #expect(Summary([2.5]) == Summary(median: 2.5, min: 2.5, max: 2.5, count: 1))

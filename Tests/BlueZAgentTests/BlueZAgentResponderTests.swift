@@ -6,7 +6,7 @@ import Testing
 
 /// `BlueZAgent` with a responder: requests wait for its answer, `Cancel` ends them, and the
 /// capability it registers with follows `setCapability`.
-@Suite struct BlueZAgentResponderTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZAgentResponderTests {
     static let device = DBusValue.objectPath(try! ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_24"))
 
     @Test func answersWithTheRespondersPasskeyAndRefusals() async throws {

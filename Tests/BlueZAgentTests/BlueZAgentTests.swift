@@ -6,7 +6,7 @@ import Testing
 /// `BlueZAgent` through a private dbus-daemon, with a stand-in bluetoothd: a second connection
 /// that owns `org.bluez`, serves a minimal `AgentManager1` at `/org/bluez` recording what it is
 /// asked, and calls the agent's methods as bluetoothd does.
-@Suite struct BlueZAgentTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZAgentTests {
     @Test func registersNoInputNoOutputAndRequestsDefaultWhenAsked() async throws {
         let bus = try await AgentTestBus()
         let agent = BlueZAgent(connection: bus.app)

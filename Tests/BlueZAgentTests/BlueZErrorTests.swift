@@ -4,7 +4,7 @@ import Testing
 
 /// The one conversion of D-Bus errors into BlueZ's codes (issue 19): the layer above acts on
 /// codes and never compares an error name.
-@Suite struct BlueZErrorTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZErrorTests {
     @Test(arguments: [
         ("org.bluez.Error.InProgress", BlueZError.Code.inProgress),
         ("org.bluez.Error.NotReady", .notReady), ("org.bluez.Error.NotConnected", .notConnected),
@@ -41,7 +41,7 @@ import Testing
 }
 
 /// How much advertising data bluetoothd takes, from its properties (issue 17).
-@Suite struct BlueZServerFeaturesTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZServerFeaturesTests {
     static let capabilities: [String: DBusValue] = [
         "SupportedCapabilities": .stringVariantDictionary(["MaxAdvLen": .byte(251), "MaxScnRspLen": .byte(251)])
     ]

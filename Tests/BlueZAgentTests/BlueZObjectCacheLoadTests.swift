@@ -8,7 +8,7 @@ import Testing
 /// `BlueZObjectCache` loading bluetoothd's tree, through a private dbus-daemon and a stand-in
 /// bluetoothd whose `GetManagedObjects` is scripted: signals sent right after the reply are kept,
 /// failures are tried again, AccessDenied is kept for the managers to report.
-@Suite struct BlueZObjectCacheLoadTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZObjectCacheLoadTests {
     static let adapter = try! ObjectPath("/org/bluez/hci0")
     static let device = try! ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_24")
 

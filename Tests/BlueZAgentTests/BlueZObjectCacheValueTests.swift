@@ -7,7 +7,7 @@ import Testing
 /// `BlueZObjectCache` keeping characteristic values current from `PropertiesChanged`: the fast
 /// path (only `Value` changed) and every other shape, which takes the general path, keep the
 /// cache as bluetoothd's tree is; bad shapes are ignored, never trap.
-@Suite struct BlueZObjectCacheValueTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZObjectCacheValueTests {
     static let characteristic = try! ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_24/service000a/char000b")
     static let other = try! ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_24/service000a/char000d")
     static let gattCharacteristic = "org.bluez.GattCharacteristic1"
@@ -153,7 +153,7 @@ import Testing
 /// of the tree they point into: objects added and removed around a notifying characteristic,
 /// its own removal and return, an invalidated `Value` that comes back, more notifying objects
 /// than slots. Each value lands where a lookup would put it, and nothing traps.
-@Suite struct BlueZObjectCacheValueSlotTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZObjectCacheValueSlotTests {
     typealias Base = BlueZObjectCacheValueTests
 
     static func gattObject(_ uuid: String, value: [UInt8]) -> DBusValue {

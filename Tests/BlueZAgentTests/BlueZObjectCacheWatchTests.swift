@@ -6,7 +6,7 @@ import Testing
 /// `BlueZObjectCache` following only some interfaces' `PropertiesChanged` (the peripheral role's
 /// `BlueZClient.Watch.adaptersAndDevices`): the bus delivers nothing else, so a remote
 /// characteristic's notifications do not wake it; a cache following everything gets them all.
-@Suite struct BlueZObjectCacheWatchTests {
+@Suite(.timeLimit(.minutes(5))) struct BlueZObjectCacheWatchTests {
     typealias Load = BlueZObjectCacheLoadTests
     static let characteristic = try! ObjectPath("/org/bluez/hci0/dev_00_AA_01_01_00_24/service0010/char0011")
 

@@ -3,7 +3,7 @@ import Testing
 
 /// A saved device token (restoration files, which anyone who can write the file can change) names
 /// a device only when it has bluetoothd's form: `…/dev_` and six pairs of hex digits.
-@Suite struct DeviceIDTests {
+@Suite(.timeLimit(.minutes(5))) struct DeviceIDTests {
     @Test func aTokenInBluetoothdsFormNamesItsDevice() throws {
         let id = try #require(BlueZClient.DeviceID(token: "/org/bluez/hci0/dev_00_AA_01_0b_00_FF"))
         #expect(id.address == "00:AA:01:0b:00:FF")

@@ -12,7 +12,7 @@ import Testing
 ///
 /// Serialized: the descriptor-leak test counts the process's `SOCK_SEQPACKET` sockets, and
 /// only these tests make them.
-@Suite(.serialized) struct AcquireTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct AcquireTests {
     static let noOptions = filter([:])
 
     // MARK: Notify

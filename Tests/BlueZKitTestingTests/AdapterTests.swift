@@ -2,7 +2,7 @@ import BlueZKitTesting
 import DBus
 import Testing
 
-@Suite struct AdapterTests {
+@Suite(.timeLimit(.minutes(5))) struct AdapterTests {
     @Test func managedObjectsListTheAdapters() async throws {
         let rig = try await Rig.start(adapters: [
             .default, .init(address: "00:11:22:33:44:55", systemName: "second", powered: false),

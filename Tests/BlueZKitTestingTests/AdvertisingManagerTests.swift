@@ -3,7 +3,7 @@ import DBus
 import TestSupport
 import Testing
 
-@Suite struct AdvertisingManagerTests {
+@Suite(.timeLimit(.minutes(5))) struct AdvertisingManagerTests {
     static let manager = "org.bluez.LEAdvertisingManager1"
 
     static func manufacturer(_ count: Int) -> DBusValue {

@@ -3,7 +3,7 @@ import DBus
 import TestSupport
 import Testing
 
-@Suite struct CentralTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralTests {
     static let characteristic = "/app/service0/char0"
     static let devicePath = "/org/bluez/hci0/dev_11_22_33_44_55_66"
 

@@ -3,7 +3,7 @@ import DBus
 import TestSupport
 import Testing
 
-@Suite struct ConnectionTests {
+@Suite(.timeLimit(.minutes(5))) struct ConnectionTests {
     static let path = HeartRateSensor.path
 
     @Test func connectSignalsConnectedThenGATTObjectsThenServicesResolved() async throws {

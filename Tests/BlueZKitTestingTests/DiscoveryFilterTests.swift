@@ -2,7 +2,7 @@ import BlueZKitTesting
 import DBus
 import Testing
 
-@Suite struct DiscoveryFilterTests {
+@Suite(.timeLimit(.minutes(5))) struct DiscoveryFilterTests {
     static let invalidFilters: [[String: DBusValue]] = [
         ["Unknown": .bool(true)],
         ["AutoConnect": .bool(true)],

@@ -2,7 +2,7 @@ import BlueZKitTesting
 import DBus
 import Testing
 
-@Suite struct DiscoveryTests {
+@Suite(.timeLimit(.minutes(5))) struct DiscoveryTests {
     static func peripheral(_ last: String, uuids: [String], rssi: Int16 = -60, flags: UInt8 = 0x06)
         -> SimulatedPeripheral
     {

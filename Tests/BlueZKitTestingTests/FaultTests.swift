@@ -3,7 +3,7 @@ import DBus
 import TestSupport
 import Testing
 
-@Suite struct FaultTests {
+@Suite(.timeLimit(.minutes(5))) struct FaultTests {
     static let path = HeartRateSensor.path
 
     @Test func injectedErrorsWearOffAfterTheirCount() async throws {

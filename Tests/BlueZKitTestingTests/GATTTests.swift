@@ -3,7 +3,7 @@ import DBus
 import Locking
 import Testing
 
-@Suite struct GATTTests {
+@Suite(.timeLimit(.minutes(5))) struct GATTTests {
     static func offset(_ value: UInt16) -> DBusValue { filter(["offset": .uint16(value)]) }
     static let noOptions = filter([:])
 

@@ -3,7 +3,7 @@ import DBus
 import TestSupport
 import Testing
 
-@Suite struct GattManagerTests {
+@Suite(.timeLimit(.minutes(5))) struct GattManagerTests {
     static let manager = "org.bluez.GattManager1"
 
     @Test func registerApplicationReadsTheCallersTreeBeforeReplying() async throws {

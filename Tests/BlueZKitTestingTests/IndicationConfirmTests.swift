@@ -6,7 +6,7 @@ import Testing
 
 /// A central subscribed for indications confirms each value, and bluetoothd calls the
 /// application's `Confirm()` for it (`conf_cb` in bluetoothd 5.66's `src/gatt-database.c`).
-@Suite struct IndicationConfirmTests {
+@Suite(.timeLimit(.minutes(5))) struct IndicationConfirmTests {
     /// One characteristic that records the calls bluetoothd makes on it, `Confirm` included.
     final class App: Sendable {
         static let path = "/ind/service0/char0"

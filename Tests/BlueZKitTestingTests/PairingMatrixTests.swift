@@ -4,7 +4,7 @@ import Testing
 
 /// The simulated kernel's LE Secure Connections association models (Core Specification Vol 3
 /// Part H, table 2.8): our agent's registered capability against the peripheral's.
-@Suite struct PairingMatrixTests {
+@Suite(.timeLimit(.minutes(5))) struct PairingMatrixTests {
     typealias Capability = SimulatedPeripheral.IOCapability
 
     /// Rows: our agent's capability; columns: the peripheral's, in `Capability.allCases` order

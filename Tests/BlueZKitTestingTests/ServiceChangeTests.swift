@@ -3,7 +3,7 @@ import DBus
 import Testing
 
 /// A peripheral's GATT database changing while connected: the signals of BlueZ 5.66's Service Changed handling.
-@Suite struct ServiceChangeTests {
+@Suite(.timeLimit(.minutes(5))) struct ServiceChangeTests {
     static let newService = HeartRateSensor.path + "/service0012"
 
     /// The ObjectManager signals and `Device1` changes since `mark`, as "member path [detail]".

@@ -6,7 +6,7 @@ import Testing
 /// bluetoothd's `TemporaryTimeout` (`SimulatedBlueZ.Options.temporaryTimeout`): a temporary device
 /// goes when it has not been seen for that long. The timers fire in the order of their deadlines,
 /// so the tests compare which device goes first rather than measure time.
-@Suite struct TemporaryTimeoutTests {
+@Suite(.timeLimit(.minutes(5))) struct TemporaryTimeoutTests {
     /// Short, for a test that waits for one removal.
     static let options = SimulatedBlueZ.Options(temporaryTimeout: .milliseconds(100))
     /// Long enough for the steps of a test that compares removals to come before any of them

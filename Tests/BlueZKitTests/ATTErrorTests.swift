@@ -3,7 +3,7 @@ import BlueZKit
 import Foundation
 import Testing
 
-@Suite("ATTError")
+@Suite("ATTError", .timeLimit(.minutes(5)))
 struct ATTErrorTests {
     static let coreBluetoothValues: [(ATTError.Code, Int)] = [
         (.success, 0x00), (.invalidHandle, 0x01), (.readNotPermitted, 0x02), (.writeNotPermitted, 0x03),

@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 /// Linux: the machine's adapters, with their addresses and power, and which one a manager uses.
-@Suite struct AdapterListTests {
+@Suite(.timeLimit(.minutes(5))) struct AdapterListTests {
     @Test func listsEveryAdapterAndMarksTheOneInUse() async throws {
         let fixture = try await CentralFixture.make(adapters: [
             .init(address: "00:AA:01:00:00:00"),

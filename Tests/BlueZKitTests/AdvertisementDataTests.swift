@@ -2,7 +2,7 @@ import BlueZKit
 import Foundation
 import Testing
 
-@Suite("AdvertisementData")
+@Suite("AdvertisementData", .timeLimit(.minutes(5)))
 struct AdvertisementDataTests {
     static let full = AdvertisementData(
         localName: "Heart",

@@ -1,7 +1,7 @@
 import BlueZKit
 import Testing
 
-@Suite("BlueZ GATT flags")
+@Suite("BlueZ GATT flags", .timeLimit(.minutes(5)))
 struct BlueZGattFlagsTests {
     /// The characteristic flags listed in BlueZ's doc/org.bluez.GattCharacteristic.rst.
     static let documentedCharacteristicFlags: Set<String> = [

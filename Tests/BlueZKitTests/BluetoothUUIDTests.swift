@@ -2,7 +2,7 @@ import BlueZKit
 import Foundation
 import Testing
 
-@Suite("BluetoothUUID")
+@Suite("BluetoothUUID", .timeLimit(.minutes(5)))
 struct BluetoothUUIDTests {
     struct Valid: Sendable, CustomTestStringConvertible {
         let input: String

@@ -8,7 +8,7 @@ import Testing
 
 /// The rest of the central's async API: included services, descriptors, disconnecting, and
 /// writes without response that wait for room, on the simulated BlueZ.
-@Suite struct CentralAsyncCompletionTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralAsyncCompletionTests {
     /// A peripheral whose service 5B00 includes 5B10; 5B01 has a descriptor and is written with
     /// response; 5B02 is written without response and holds every write while `held` is set.
     final class Device: Sendable {

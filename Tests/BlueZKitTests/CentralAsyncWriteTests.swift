@@ -8,7 +8,7 @@ import Testing
 
 /// The async counterparts of writes with response, descriptor reads and RSSI: each call gets its
 /// own result, also beside the delegate-style calls and after a cancelled wait.
-@Suite struct CentralAsyncWriteTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralAsyncWriteTests {
     /// A peripheral whose characteristic refuses values longer than two bytes, holds a write of
     /// 0x77 until `release` is signalled, and has a writable descriptor.
     final class Device: Sendable {

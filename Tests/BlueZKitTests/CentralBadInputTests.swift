@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 /// Mistakes and vanishing devices give clear errors, never a crash or a request to the wrong device.
-@Suite struct CentralBadInputTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralBadInputTests {
     @Test func aCharacteristicOfAnotherPeripheralIsRefused() async throws {
         let (fixture, _, first, firstEvents, _) = try await CentralGATTTests.connectedSensor()
         defer { withExtendedLifetime(fixture) {} }

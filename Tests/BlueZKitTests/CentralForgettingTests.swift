@@ -9,7 +9,7 @@ import Testing
 /// What bluetoothd forgets, the central forgets: a scan in a busy place (private addresses rotate)
 /// must not keep a ``Peripheral`` per address for ever. One the app holds is the one reported
 /// when the device comes back.
-@Suite struct CentralForgettingTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralForgettingTests {
     /// Records discoveries by identifier only, so that the test alone decides what it holds.
     final class Discoveries: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.forgetting")

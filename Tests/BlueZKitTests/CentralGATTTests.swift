@@ -46,7 +46,7 @@ final class RecordingPeripheralDelegate: PeripheralDelegate, @unchecked Sendable
     }
 }
 
-@Suite struct CentralGATTTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralGATTTests {
     final class ControlPoint: Sendable {
         let writes = PosixMutex<[[UInt8]]>([])
     }

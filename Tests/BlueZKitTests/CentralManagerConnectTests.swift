@@ -3,7 +3,7 @@ import BlueZKitTesting
 import TestSupport
 import Testing
 
-@Suite struct CentralManagerConnectTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralManagerConnectTests {
     /// Discovers the heart-rate sensor and returns its `Peripheral`.
     static func discoverSensor(_ fixture: CentralFixture) async throws -> (SimulatedPeripheral, Peripheral) {
         let sensor = CentralManagerScanTests.heartRateSensor()

@@ -5,7 +5,7 @@ import Locking
 import TestSupport
 import Testing
 
-@Suite struct CentralManagerRetrieveTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralManagerRetrieveTests {
     @Test func retrievesKnownPeripheralsByIdentifierAcrossManagers() async throws {
         let fixture = try await CentralFixture.make()
         try fixture.bluez.addPeripheral(CentralManagerScanTests.heartRateSensor())

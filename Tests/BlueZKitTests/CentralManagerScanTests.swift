@@ -4,7 +4,7 @@ import Foundation
 import TestSupport
 import Testing
 
-@Suite struct CentralManagerScanTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralManagerScanTests {
     static func heartRateSensor(_ address: String = "C0:FF:EE:00:00:01", name: String = "HRM") -> SimulatedPeripheral {
         SimulatedPeripheral(
             address: address, name: name, rssi: -52, txPower: 4, serviceUUIDs: ["180D"],

@@ -3,7 +3,7 @@ import BlueZKitTesting
 import TestSupport
 import Testing
 
-@Suite struct CentralManagerStateTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralManagerStateTests {
     @Test func reportsPoweredOnOnTheDelegateQueue() async throws {
         let fixture = try await CentralFixture.make()
         try await waitUntil("didUpdateState") { fixture.delegate.states == [.poweredOn] }

@@ -8,7 +8,7 @@ import Testing
 
 /// Memory that a long connection or scan could grow without end: async streams nobody reads,
 /// and the attributes of invalidated services.
-@Suite struct CentralMemoryBoundTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralMemoryBoundTests {
     /// A scan with duplicates and a stream its consumer does not read: the stream keeps the
     /// newest values only.
     @Test func anUnreadDiscoveryStreamKeepsTheNewest() async throws {

@@ -8,7 +8,7 @@ import Testing
 /// services: reads and subscriptions are tried again (the change-unaware window closes once
 /// bluetoothd confirms the Service Changed indication); writes are not (a retry would reorder
 /// them), and a refusal that outlasts the retries reaches the app.
-@Suite struct CentralOutOfSyncTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralOutOfSyncTests {
     static let outOfSync = SimulatedFault.error(
         name: "org.bluez.Error.Failed", message: "Operation failed with ATT error: 0x12")
 

@@ -8,7 +8,7 @@ import Testing
 /// An encrypted characteristic pairs just works through the manager's own agent when the app made
 /// it bluetoothd's default agent; without a default agent (the app did not ask, or opted out of
 /// the agent, and nobody else registered one) it fails as bluetoothd makes it fail.
-@Suite struct CentralPairingTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralPairingTests {
     final class Quiet: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.pairing")
         func centralManagerDidUpdateState(_ central: CentralManager) {}
@@ -70,7 +70,7 @@ import Testing
 }
 
 /// Pairing state on `Peripheral`, and forgetting a pairing.
-@Suite struct PeripheralPairingStateTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralPairingStateTests {
     @Test func pairedAfterAnEncryptedReadAndForgottenByUnpair() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }

@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 /// Passive scanning through the simulated `AdvertisementMonitorManager1`.
-@Suite struct CentralPassiveScanTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralPassiveScanTests {
     /// A simulated BlueZ (with or without the monitor manager) and a powered-on central.
     static func fixture(advertisementMonitor: Bool = true) async throws -> CentralFixture {
         let bluez = try await SimulatedBlueZ.start(options: .init(advertisementMonitor: advertisementMonitor))

@@ -9,7 +9,7 @@ import Testing
 /// State restoration of a central manager, on the simulated BlueZ: a manager released in the
 /// middle of its work stands for a process that was killed; a new manager with the same
 /// identifier stands for the relaunched process.
-@Suite(.serialized) struct CentralRestorationTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct CentralRestorationTests {
     /// Records restoration and everything after it, in order.
     final class Restorer: CentralManagerDelegate, PeripheralDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.restorer")

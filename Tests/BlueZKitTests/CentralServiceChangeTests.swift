@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 /// `peripheral(_:didModifyServices:)`: the peripheral's GATT database changing while connected.
-@Suite struct CentralServiceChangeTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralServiceChangeTests {
     /// Records modifications, discoveries, values and notification states, in order.
     final class ChangeDelegate: PeripheralDelegate, @unchecked Sendable {
         private let log = PosixMutex<([String], [any Error])>(([], []))

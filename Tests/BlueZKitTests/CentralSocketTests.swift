@@ -30,7 +30,7 @@ final class WriteReadinessDelegate: PeripheralDelegate, @unchecked Sendable {
 
 /// The socket paths of the central: `AcquireNotify` for notifications, `AcquireWrite` for writes
 /// without response, each with its fallback, and the order of writes.
-@Suite struct CentralSocketTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralSocketTests {
     final class Writes: Sendable {
         let received = PosixMutex<[(bytes: [UInt8], kind: SimulatedWriteRequest.Kind)]>([])
         var values: [[UInt8]] { received.withLock { $0.map(\.bytes) } }

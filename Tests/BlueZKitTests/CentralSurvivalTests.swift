@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// Connections across bluetoothd restarts and adapter power cycles (issue 7), on the simulator.
-@Suite struct CentralSurvivalTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralSurvivalTests {
     /// Connects again whenever a link drops, the door-lock pattern, and logs everything in order.
     final class DoorLockDelegate: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.door-lock")
@@ -85,7 +85,7 @@ import Testing
 }
 
 /// iOS 17's EnableAutoReconnect, on the simulator.
-@Suite struct CentralAutoReconnectTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralAutoReconnectTests {
     final class Recorder: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.auto-reconnect")
         let log = PosixMutex<[String]>([])
@@ -127,7 +127,7 @@ import Testing
 }
 
 /// A scan interrupted by bluetoothd or the adapter resumes when they are back.
-@Suite struct CentralScanSurvivalTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralScanSurvivalTests {
     @Test func aRunningScanResumesAfterBluetoothdRestartsAndAfterAPowerCycle() async throws {
         let fixture = try await CentralFixture.make()
         defer { fixture.bluez.stop() }

@@ -8,7 +8,7 @@ import Testing
 /// The write loop iOS apps use, `while canSendWriteWithoutResponse { writeValue(…) }`: it stops
 /// after a few writes when the manager's bus queue has not taken them yet, and hears
 /// `peripheralIsReady(toSendWriteWithoutResponse:)` once it has.
-@Suite struct CentralWriteHandOverTests {
+@Suite(.timeLimit(.minutes(5))) struct CentralWriteHandOverTests {
     @Test(.timeLimit(.minutes(1))) func aWriteLoopStopsWhileTheBusQueueIsBusyAndHearsWhenToGoOn() async throws {
         let writes = CentralSocketTests.Writes()
         let sensor = try await CentralSocketTests.connectedSensor(writes: writes)

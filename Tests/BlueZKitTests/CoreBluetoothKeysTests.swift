@@ -1,7 +1,7 @@
 import BlueZKit
 import Testing
 
-@Suite("Core Bluetooth compatibility names")
+@Suite("Core Bluetooth compatibility names", .timeLimit(.minutes(5)))
 struct CoreBluetoothKeysTests {
     static let values: [(String, String)] = [
         (CBAdvertisementDataLocalNameKey, "kCBAdvDataLocalName"),

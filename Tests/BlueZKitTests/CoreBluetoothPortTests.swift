@@ -59,7 +59,7 @@ enum PortLanguageMode: String, CaseIterable, Sendable, CustomTestStringConvertib
 
 /// Code written for Apple's Core Bluetooth, with only its import line changed, against the
 /// simulated BlueZ, in both language modes. Its objects are touched on their manager's queue only.
-@Suite struct CoreBluetoothPortTests {
+@Suite(.timeLimit(.minutes(5))) struct CoreBluetoothPortTests {
     @Test(arguments: PortLanguageMode.allCases)
     func theMonitorReadsTheLocationAndReceivesReadings(_ mode: PortLanguageMode) async throws {
         let bluez = try await SimulatedBlueZ.start()

@@ -8,7 +8,7 @@ import Testing
 
 /// Each event with two signatures (Core Bluetooth's and the typed Linux one) reaches an app that
 /// implements either exactly once, and one that implements both through Core Bluetooth's only.
-@Suite struct CoreBluetoothSignatureTests {
+@Suite(.timeLimit(.minutes(5))) struct CoreBluetoothSignatureTests {
     /// Counts which signature was called, by name.
     final class Calls: @unchecked Sendable {
         let queue = DispatchQueue(label: "test.signatures")

@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 /// Core Bluetooth's raw values, option dictionaries and identities, as Apple's SDK has them.
-@Suite struct CoreBluetoothValueTests {
+@Suite(.timeLimit(.minutes(5))) struct CoreBluetoothValueTests {
     @Test func managerStatesHaveApplesRawValues() {
         let expected: [(CBManagerState, Int)] = [
             (.unknown, 0), (.resetting, 1), (.unsupported, 2), (.unauthorized, 3), (.poweredOff, 4), (.poweredOn, 5),

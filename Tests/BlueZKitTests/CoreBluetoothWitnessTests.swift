@@ -11,7 +11,7 @@ import Testing
 /// Apple's exact Swift signature in a class body (where the compiler does not warn about near
 /// misses; the port's `AppleDelegateSignatures`, in both language modes): each must be the
 /// protocol's witness, so that a call through the protocol reaches it.
-@Suite struct CoreBluetoothWitnessTests {
+@Suite(.timeLimit(.minutes(5))) struct CoreBluetoothWitnessTests {
     @Test(arguments: PortLanguageMode.allCases)
     func everyAppleSignatureIsTheWitness(_ mode: PortLanguageMode) async throws {
         let bluez = try await SimulatedBlueZ.start()

@@ -10,7 +10,7 @@ import Testing
 
 /// ``L2CAPChannel`` over an `AF_UNIX` `SOCK_SEQPACKET` pair: the async and stream adapters with
 /// the kernel's datagram semantics, without Bluetooth (the e2e tier has the real thing).
-@Suite struct L2CAPChannelTests {
+@Suite(.timeLimit(.minutes(5))) struct L2CAPChannelTests {
     /// A channel on one end of a pair (MTU 100), and the raw other end.
     final class Pair: Sendable {
         let channel: L2CAPChannel

@@ -15,7 +15,7 @@ func seqpacketPair() throws -> (Int32, Int32) {
     return (fds[0], fds[1])
 }
 
-@Suite struct L2CAPSocketTests {
+@Suite(.timeLimit(.minutes(5))) struct L2CAPSocketTests {
     @Test func addressesAreParsedStrictly() {
         #expect(BlueZL2CAPSocketAddress.bytes(of: "00:AA:01:02:03:FF") == [0xFF, 0x03, 0x02, 0x01, 0xAA, 0x00])
         #expect(BlueZL2CAPSocketAddress.bytes(of: "aa:bb:cc:dd:ee:ff") == [0xFF, 0xEE, 0xDD, 0xCC, 0xBB, 0xAA])

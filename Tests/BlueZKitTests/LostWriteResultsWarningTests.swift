@@ -7,7 +7,7 @@ import Testing
 
 /// bluetoothd acknowledges every write to a characteristic with both `.write` and
 /// `.writeWithoutResponse` before the app answers: the manager warns once when it publishes one.
-@Suite struct LostWriteResultsWarningTests {
+@Suite(.timeLimit(.minutes(5))) struct LostWriteResultsWarningTests {
     final class Quiet: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.lost-write-results")
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}

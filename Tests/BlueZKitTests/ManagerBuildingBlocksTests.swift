@@ -5,7 +5,7 @@ import Testing
 @testable import BlueZKit
 
 /// The pieces both managers are built from: one reading of the adapter's status, one serial chain.
-@Suite struct AdapterPresenceTests {
+@Suite(.timeLimit(.minutes(5))) struct AdapterPresenceTests {
     @Test func bluetoothdMissingIsUnsupportedUntilItWasSeenThenResetting() {
         var presence = AdapterPresence()
         #expect(presence.update(.serviceAbsent) == .init(state: .unsupported, bluetoothdAppeared: false))
@@ -33,7 +33,7 @@ import Testing
     }
 }
 
-@Suite struct SerialTaskChainTests {
+@Suite(.timeLimit(.minutes(5))) struct SerialTaskChainTests {
     @Test func operationsRunOneAfterAnotherInOrder() async {
         let chain = SerialTaskChain()
         let log = PosixMutex<(running: Int, overlapped: Bool, order: [Int])>((0, false, []))

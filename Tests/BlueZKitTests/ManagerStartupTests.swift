@@ -7,7 +7,7 @@ import Testing
 /// Start-up failures are states, never a manager left at `.unknown`: bluetoothd refusing to list
 /// its objects (AccessDenied: the bus policy does not let this user talk to it) gives
 /// `.unauthorized` until a later attempt succeeds; other failures are tried again.
-@Suite struct ManagerStartupTests {
+@Suite(.timeLimit(.minutes(5))) struct ManagerStartupTests {
     static let getManagedObjects = SimulatedMethod(
         interface: "org.freedesktop.DBus.ObjectManager", member: "GetManagedObjects")
     static let accessDenied = SimulatedFault.error(

@@ -8,7 +8,7 @@ import Testing
 
 /// The app's pairing-agent delegate: the manager's agent registers with its capability and
 /// bluetoothd's requests reach it, as the simulated kernel's pairing matrix makes them.
-@Suite struct PairingAgentDelegateTests {
+@Suite(.timeLimit(.minutes(5))) struct PairingAgentDelegateTests {
     /// Records what it is asked and answers as told.
     final class Decider: PairingAgentDelegate, CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.pairing-agent")

@@ -9,7 +9,7 @@ import Testing
 
 /// The manager's agent is safe by default: never bluetoothd's default agent unless asked, just
 /// works only without a delegate, a refusal for whatever a person should have answered.
-@Suite struct PairingAgentSafetyTests {
+@Suite(.timeLimit(.minutes(5))) struct PairingAgentSafetyTests {
     final class Quiet: CentralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.pairing-safety")
         func centralManagerDidUpdateState(_ central: CentralManager) {}

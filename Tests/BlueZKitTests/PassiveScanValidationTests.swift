@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 /// Invalid passive-scan parameters are refused with a typed error before anything reaches bluetoothd.
-@Suite struct PassiveScanValidationTests {
+@Suite(.timeLimit(.minutes(5))) struct PassiveScanValidationTests {
     /// The code of the error `make` throws; nil when it throws none (or not a ``BluetoothError``).
     static func code(_ make: () throws -> Void) -> BluetoothError.Code? {
         do {

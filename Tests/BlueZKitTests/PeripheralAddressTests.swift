@@ -4,7 +4,7 @@ import TestSupport
 import Testing
 
 /// Linux: a peripheral's Bluetooth address and its type, as bluetoothd reports them.
-@Suite struct PeripheralAddressTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralAddressTests {
     @Test func aDiscoveredPeripheralHasItsAddressAndType() async throws {
         let fixture = try await CentralFixture.make()
         defer { withExtendedLifetime(fixture) {} }

@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 /// The peripheral manager's async counterparts, and its adapters, on the simulated BlueZ.
-@Suite struct PeripheralManagerAsyncTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerAsyncTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.peripheral.async")
         private let log = PosixMutex<[String]>([])

@@ -8,7 +8,7 @@ import TestSupport
 import Testing
 
 /// A registration bluetoothd refuses leaves nothing exported, and `startAdvertising` is one at a time.
-@Suite struct PeripheralManagerCleanupTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerCleanupTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.peripheral-cleanup")
         let added = PosixMutex<[String]>([])

@@ -6,7 +6,7 @@ import Locking
 import TestSupport
 import Testing
 
-@Suite struct PeripheralManagerGATTTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerGATTTests {
     /// Answers reads with a counter and accepts writes of 0x01 only.
     final class Server: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.gatt-server")

@@ -8,7 +8,7 @@ import Testing
 
 /// Included services: BlueZ resolves `Includes` only inside one GATT application, so the
 /// application of a service carries the services it includes, before it.
-@Suite struct PeripheralManagerIncludedServicesTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerIncludedServicesTests {
     /// Records `didAdd` results and answers reads with `[0x5A]`.
     final class Server: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.included-services")

@@ -10,7 +10,7 @@ import Testing
 
 /// updateValue on a characteristic that only indicates waits for every subscriber's confirmation
 /// (bluetoothd's `Confirm()`), and values too long for a central are refused, not cut.
-@Suite struct PeripheralManagerIndicationTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerIndicationTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.indications")
         let subscriptions = PosixMutex(0)

@@ -8,7 +8,7 @@ import Testing
 /// The peripheral manager's async L2CAP calls and its stream of opened channels, where no kernel
 /// Bluetooth is needed: the errors the delegate gets are thrown, after the delegate heard them.
 /// Channels that really open are in the end-to-end tier (`L2CAPEndToEndTests`).
-@Suite struct PeripheralManagerL2CAPAsyncTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerL2CAPAsyncTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.peripheral.l2cap.async")
         private let log = PosixMutex<[String]>([])

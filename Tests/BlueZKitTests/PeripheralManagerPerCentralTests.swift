@@ -9,7 +9,7 @@ import Testing
 /// The peripheral role on a bluetoothd with a notify socket per subscribing central (5.79 and
 /// later, simulated as 5.82): subscriptions name the exact central, `updateValue` reaches the
 /// centrals named and no others, and indications are confirmed per central.
-@Suite struct PeripheralManagerPerCentralTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerPerCentralTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.per-central")
         let subscribed = PosixMutex<[Central]>([])

@@ -6,7 +6,7 @@ import Testing
 
 /// Permissions are enforced without asking the app, and bluetoothd's `prepare-authorize`
 /// question is answered without delivering the value twice.
-@Suite struct PeripheralManagerPermissionTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerPermissionTests {
     static let service = "0000abce-0000-1000-8000-00805f9b34fb"
 
     static func published() async throws -> (

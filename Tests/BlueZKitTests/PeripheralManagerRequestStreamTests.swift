@@ -5,7 +5,7 @@ import TestSupport
 import Testing
 
 /// `requests()`: the async form of `didReceiveRead`/`didReceiveWrite`.
-@Suite struct PeripheralManagerRequestStreamTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerRequestStreamTests {
     /// A manager without a delegate that publishes one readable and writable characteristic.
     static func publish() async throws -> (SimulatedBlueZ, PeripheralManager) {
         let bluez = try await SimulatedBlueZ.start()

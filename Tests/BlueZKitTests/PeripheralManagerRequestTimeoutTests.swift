@@ -8,7 +8,7 @@ import Testing
 @testable import BlueZKit
 
 /// A request the app never answers is answered for it before bluetoothd's own timeout.
-@Suite struct PeripheralManagerRequestTimeoutTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerRequestTimeoutTests {
     /// Takes read requests and never answers them.
     final class Silent: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.silent")

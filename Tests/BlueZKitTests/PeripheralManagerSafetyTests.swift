@@ -9,7 +9,7 @@ import Testing
 
 /// Our exported GATT objects answer only bluetoothd (the owner of org.bluez), and the values we
 /// send reach only bluetoothd.
-@Suite struct PeripheralManagerSafetyTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerSafetyTests {
     final class Server: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.safety")
         let reads = PosixMutex(0)

@@ -8,7 +8,7 @@ import Testing
 
 /// `send(_:for:onSubscribedCentrals:)`, the async `updateValue`: where `updateValue` says "not
 /// now", it waits for room and sends then; what `updateValue` refuses for good, it throws.
-@Suite struct PeripheralManagerSendTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerSendTests {
     typealias Rig = PeripheralManagerIndicationTests.Rig
 
     @Test(.timeLimit(.minutes(1))) func aSendWaitsForTheConfirmationThenGoesOut() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 /// Subscriptions as BlueZ 5.66 reports them (StartNotify per subscribing central, StopNotify when
 /// the last one leaves or its link drops), attributed to centrals, and updateValue's back-pressure.
-@Suite struct PeripheralManagerSubscriptionTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerSubscriptionTests {
     final class Subscriptions: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.subscriptions")
         let events = PosixMutex<[String]>([])

@@ -7,7 +7,7 @@ import Testing
 
 /// Published services and the advertisement come back by themselves after bluetoothd restarts
 /// or the adapter is unplugged and plugged in again (issue 7).
-@Suite struct PeripheralManagerSurvivalTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerSurvivalTests {
     final class Quiet: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.peripheral-survival")
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}

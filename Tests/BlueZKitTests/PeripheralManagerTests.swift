@@ -6,7 +6,7 @@ import Locking
 import TestSupport
 import Testing
 
-@Suite struct PeripheralManagerTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralManagerTests {
     final class Recorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.peripheral-manager")
         let log = PosixMutex<[String]>([])

@@ -6,7 +6,7 @@ import TestSupport
 import Testing
 
 /// `peripheralDidUpdateName` follows BlueZ's `Device1.Name`.
-@Suite struct PeripheralNameTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralNameTests {
     final class Names: PeripheralDelegate, @unchecked Sendable {
         let names = PosixMutex<[String]>([])
         func peripheralDidUpdateName(_ peripheral: Peripheral) {

@@ -8,7 +8,7 @@ import Testing
 
 /// State restoration of a peripheral manager on the simulated BlueZ: a released manager stands
 /// for a killed process, a new one with the same identifier for the relaunched process.
-@Suite struct PeripheralRestorationTests {
+@Suite(.timeLimit(.minutes(5))) struct PeripheralRestorationTests {
     final class Publisher: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.publisher")
         let log = PosixMutex<[String]>([])

@@ -32,7 +32,7 @@ final class SensorLocationReader: Sendable {
     }
 }
 
-@Suite struct ReadmeExampleTests {
+@Suite(.timeLimit(.minutes(5))) struct ReadmeExampleTests {
     @Test func readsTheSensorLocationThroughAFlakyConnect() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }

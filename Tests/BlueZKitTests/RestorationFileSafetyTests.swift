@@ -10,7 +10,7 @@ import Testing
 /// The restoration file is read only when it is safe to: no symbolic link, no FIFO or device, a
 /// bounded size, a directory of this user that nobody else writes to; otherwise the manager
 /// reports `unsafeFile` and starts fresh — it never hangs or reads without end.
-@Suite struct RestorationFileSafetyTests {
+@Suite(.timeLimit(.minutes(5))) struct RestorationFileSafetyTests {
     struct Sample: Codable, Equatable {
         var value: Int
     }

@@ -53,7 +53,7 @@ private func mode(_ path: String) -> mode_t {
     return info.st_mode & 0o7777
 }
 
-@Suite("RestorationStore")
+@Suite("RestorationStore", .timeLimit(.minutes(5)))
 struct RestorationStoreTests {
     private let state = SampleState(peripherals: ["5C:F3:70:00:00:01", "5C:F3:70:00:00:02"], isScanning: true)
 

@@ -1,7 +1,7 @@
 import BlueZKit
 import Testing
 
-@Suite("Enumerations, option sets and BluetoothError")
+@Suite("Enumerations, option sets and BluetoothError", .timeLimit(.minutes(5)))
 struct ValueTypeTests {
     @Test func characteristicPropertiesHaveCoreBluetoothsRawValues() {
         let table: [(CharacteristicProperties, UInt)] = [

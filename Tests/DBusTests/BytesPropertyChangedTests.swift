@@ -7,7 +7,7 @@ import Testing
 /// wire format by hand): the same message as the general path, and byte for byte the message a C
 /// program builds with libdbus's iterators, for every length and alignment a value, path and
 /// property name may have.
-@Suite struct BytesPropertyChangedTests {
+@Suite(.timeLimit(.minutes(5))) struct BytesPropertyChangedTests {
     static let characteristic: InterfaceName = "org.bluez.GattCharacteristic1"
     static let charPath = ObjectPath(trusted: "/org/bluezkit/app1/service0000/char0")
 

@@ -5,7 +5,7 @@ import Testing
 @testable import DBus
 
 /// Closing a connection, the bus going away, and what is refused afterwards.
-@Suite struct ClosingTests {
+@Suite(.timeLimit(.minutes(5))) struct ClosingTests {
     static func holdingServer(on bus: TestBus) async throws -> (DBusConnection, Collected<DBusMethodInvocation>) {
         let server = try await bus.connect("server")
         let held = Collected<DBusMethodInvocation>()

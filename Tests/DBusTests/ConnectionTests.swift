@@ -2,7 +2,7 @@ import Testing
 
 @testable import DBus
 
-@Suite struct ConnectionTests {
+@Suite(.timeLimit(.minutes(5))) struct ConnectionTests {
     @Test func connectsAndGetsAUniqueName() async throws {
         let bus = try TestBus()
         let connection = try await bus.connect()

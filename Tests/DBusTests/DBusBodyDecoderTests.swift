@@ -5,7 +5,7 @@ import Testing
 /// `DBusBodyDecoder` against libdbus's own reader (`DBusMessage.arguments()`):
 /// the same values for every shape, in both byte orders, and an error — never a
 /// trap or a read past the buffer — for hostile bodies.
-@Suite struct DBusBodyDecoderTests {
+@Suite(.timeLimit(.minutes(5))) struct DBusBodyDecoderTests {
     // MARK: Helpers
 
     /// The body bytes of a (little-endian, libdbus-made) message and its byte order.

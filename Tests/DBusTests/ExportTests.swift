@@ -5,7 +5,7 @@ import Testing
 
 /// Exported objects: deferred and dropped answers, introspection, subtrees,
 /// callers restricted by name, and calls back into the caller before replying.
-@Suite struct ExportTests {
+@Suite(.timeLimit(.minutes(5))) struct ExportTests {
     @Test func deferredReplyIsAnsweredFromAnotherTask() async throws {
         let bus = try TestBus()
         let server = try await bus.connect("server")

@@ -10,7 +10,7 @@ import Testing
 ///
 /// Pipes are made close-on-exec (a test bus spawned meanwhile must not inherit
 /// them) and read for an exact byte count, never to end of file.
-@Suite struct FileDescriptorTests {
+@Suite(.timeLimit(.minutes(5))) struct FileDescriptorTests {
     /// A close-on-exec pipe: (read end, write end).
     static func makePipe() throws -> (read: Int32, write: Int32) {
         var fds: [Int32] = [-1, -1]

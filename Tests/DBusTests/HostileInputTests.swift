@@ -6,7 +6,7 @@ import Testing
 /// What other processes on the bus may send us: wrong signatures, unknown
 /// targets, huge and deeply nested bodies. Each becomes an error reply or is
 /// decoded; the exported objects keep answering; nothing traps.
-@Suite struct HostileInputTests {
+@Suite(.timeLimit(.minutes(5))) struct HostileInputTests {
     struct Fixture {
         let bus: TestBus
         let server: DBusConnection

@@ -4,7 +4,7 @@ import Testing
 
 /// `path_namespace` as the local filter reads it: from the message's C string, at element
 /// boundaries only.
-@Suite struct MatchRulePathNamespaceTests {
+@Suite(.timeLimit(.minutes(5))) struct MatchRulePathNamespaceTests {
     @Test(arguments: [
         ("/org/bluez", "/org/bluez", true),
         ("/org/bluez", "/org/bluez/hci0", true),

@@ -5,7 +5,7 @@ import Testing
 
 /// Method calls from one connection to another through the bus: replies,
 /// error replies, timeouts, cancellation, and many calls in flight at once.
-@Suite struct MethodCallTests {
+@Suite(.timeLimit(.minutes(5))) struct MethodCallTests {
     /// A server exporting `/calc` with methods that answer, fail, or hold their invocation.
     struct Fixture {
         let bus: TestBus

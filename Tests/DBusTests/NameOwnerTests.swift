@@ -4,7 +4,7 @@ import Testing
 @testable import DBus
 
 /// Well-known names: RequestName / ReleaseName, owner watches, and calls to a peer that leaves.
-@Suite struct NameOwnerTests {
+@Suite(.timeLimit(.minutes(5))) struct NameOwnerTests {
     @Test func requestAndReleaseNameResults() async throws {
         let bus = try TestBus()
         let first = try await bus.connect("first")

@@ -4,7 +4,7 @@ import Testing
 
 /// Names, signatures and values that libdbus would abort on are refused with a
 /// typed `DBusError` before they reach it.
-@Suite struct NameValidationTests {
+@Suite(.timeLimit(.minutes(5))) struct NameValidationTests {
     @Test(arguments: ["", "a", "/a/", "//", "/a-b", "/a\u{0}b", "/a//b", "a/b", "/a b", "/ä", "/a/."])
     func invalidObjectPathsAreRefused(_ text: String) {
         let error = #expect(throws: DBusError.self) { try ObjectPath(text) }
@@ -217,7 +217,7 @@ import Testing
     }
 }
 
-@Suite struct ObjectPathAncestorTests {
+@Suite(.timeLimit(.minutes(5))) struct ObjectPathAncestorTests {
     @Test func theAncestorEndsAtTheFirstElementWithThePrefix() throws {
         let attribute = try ObjectPath("/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF/service000a/char000b")
         #expect(attribute.ancestor(withElementPrefix: "dev_")?.rawValue == "/org/bluez/hci0/dev_AA_BB_CC_DD_EE_FF")

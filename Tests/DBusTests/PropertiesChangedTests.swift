@@ -5,7 +5,7 @@ import Testing
 /// `PropertiesChanged` decoding: the general `propertiesChange()` and the
 /// fast path `propertiesChangedValueBytes(of:)`, which answers only for the
 /// exact shape `("iface", {"Value": <ay>}, [])`.
-@Suite struct PropertiesChangedTests {
+@Suite(.timeLimit(.minutes(5))) struct PropertiesChangedTests {
     static let characteristic: InterfaceName = "org.bluez.GattCharacteristic1"
 
     static func signal(

@@ -4,7 +4,7 @@ import Testing
 @testable import DBus
 
 /// `org.freedesktop.DBus.Properties` and `org.freedesktop.DBus.ObjectManager` on exported objects.
-@Suite struct PropertiesTests {
+@Suite(.timeLimit(.minutes(5))) struct PropertiesTests {
     /// A server object at `/props` with a read-only, a read-write, a write-only and an absent property.
     struct Fixture {
         let bus: TestBus

@@ -5,7 +5,7 @@ import Testing
 
 /// A task that prefers a connection's executor runs on the connection's queue, before and after
 /// its suspension points: the engines rely on it to touch queue-confined state after an `await`.
-@Suite struct QueueExecutorTests {
+@Suite(.timeLimit(.minutes(5))) struct QueueExecutorTests {
     static func onQueue(of connection: DBusConnection) -> Bool {
         DispatchQueue.getSpecific(key: DBusConnection.queueKey) == ObjectIdentifier(connection)
     }

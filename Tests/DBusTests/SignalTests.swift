@@ -9,7 +9,7 @@ import Testing
 /// Non-delivery is proven with a sentinel: signals from one sender arrive in
 /// the order it sent them, so once a sentinel sent last has arrived, every
 /// earlier signal from that sender has been routed.
-@Suite struct SignalTests {
+@Suite(.timeLimit(.minutes(5))) struct SignalTests {
     static let sentinelInterface: InterfaceName = "com.example.Sentinel"
 
     /// The index each test signal carries as its last argument.

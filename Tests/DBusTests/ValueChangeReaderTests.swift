@@ -5,7 +5,7 @@ import Testing
 /// `ValueChangeReader`, the wire-format read behind `propertiesChangedValueBytes(of:)`:
 /// the same answer as the general decoder for every shape, in both byte orders, and nil —
 /// never a trap or a read past the buffer — for bodies cut short or tampered with.
-@Suite struct ValueChangeReaderTests {
+@Suite(.timeLimit(.minutes(5))) struct ValueChangeReaderTests {
     static let characteristic: InterfaceName = "org.bluez.GattCharacteristic1"
 
     static func read(_ body: [UInt8], bigEndian: Bool = false, of interface: InterfaceName = characteristic)

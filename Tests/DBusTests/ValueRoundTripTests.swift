@@ -4,7 +4,7 @@ import Testing
 
 /// Values written into a real `DBusMessage` and read back, first without a bus,
 /// then through one (an exported echo that answers with its arguments).
-@Suite struct ValueRoundTripTests {
+@Suite(.timeLimit(.minutes(5))) struct ValueRoundTripTests {
     /// One value of every basic type but `h` (file descriptors compare by identity; see FileDescriptorTests).
     static let basics: [DBusValue] = [
         .byte(0), .byte(255), .bool(true), .bool(false),

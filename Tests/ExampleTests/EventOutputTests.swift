@@ -3,7 +3,7 @@ import HeartRateProfile
 import Testing
 
 /// The examples' hand-written JSON lines must be JSON a parser accepts, with the same values.
-@Suite struct EventOutputTests {
+@Suite(.timeLimit(.minutes(5))) struct EventOutputTests {
     @Test(arguments: ["plain", "quote \" and backslash \\", "new\nline\ttab\r", "\u{01}\u{1F}", "emoji 🫀 é", ""])
     func stringsSurviveAJSONParser(_ text: String) throws {
         let encoded = EventOutput.encode(text)

@@ -6,7 +6,7 @@ import Testing
 
 /// The built example programs against the simulated BlueZ, judged by their `--json` output
 /// and by what a simulated central or peripheral sees on the other side.
-@Suite(.serialized) struct HeartRateExampleTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct HeartRateExampleTests {
     static let hrs = "180D"
 
     /// A simulated heart-rate sensor advertising the Heart Rate service: its measurement

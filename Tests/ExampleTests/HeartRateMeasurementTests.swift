@@ -2,7 +2,7 @@ import Foundation
 import HeartRateProfile
 import Testing
 
-@Suite struct HeartRateMeasurementTests {
+@Suite(.timeLimit(.minutes(5))) struct HeartRateMeasurementTests {
     @Test func encodesTheSmallestFormThatHoldsTheRate() {
         #expect(HeartRateMeasurement(beatsPerMinute: 72).encoded() == Data([0x00, 72]))
         #expect(HeartRateMeasurement(beatsPerMinute: 300).encoded() == Data([0x01, 0x2C, 0x01]))

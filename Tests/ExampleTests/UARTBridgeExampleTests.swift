@@ -6,7 +6,7 @@ import UARTProfile
 
 /// uart-bridge against the simulated BlueZ, judged by its `--json` output and by what a
 /// simulated central sees: the echo of frames written without response.
-@Suite(.serialized) struct UARTBridgeExampleTests {
+@Suite(.serialized, .timeLimit(.minutes(5))) struct UARTBridgeExampleTests {
     static let service = "6E400001-B5A3-F393-E0A9-E50E24DCCA9E"
     static let rx = "6E400002-B5A3-F393-E0A9-E50E24DCCA9E"
     static let tx = "6E400003-B5A3-F393-E0A9-E50E24DCCA9E"

@@ -3,7 +3,7 @@ import Testing
 import UARTProfile
 
 /// The UART bridge's pattern, chunking, framing, echo checks, queue and figures.
-@Suite struct UARTProfileTests {
+@Suite(.timeLimit(.minutes(5))) struct UARTProfileTests {
     let pattern = TestPattern(seed: 42)
 
     @Test func thePatternIsDeterministicAndHasNoShortPeriod() {

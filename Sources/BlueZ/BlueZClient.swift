@@ -7,7 +7,7 @@ package import Dispatch
 ///
 /// Threading: events are delivered on the connection's queue, in bus order,
 /// after `cache` was updated. The invariant behind `@unchecked Sendable`:
-/// `adapterPath` and `lastStatus` are touched only on that queue.
+/// `adapterPath`, `lastStatus` and `warnedOfFilterUUIDs` are touched only on that queue.
 package final class BlueZClient: @unchecked Sendable {
     /// An opaque handle on one remote device, so that the layer above can keep
     /// devices apart without knowing BlueZ's object paths.
@@ -70,6 +70,7 @@ package final class BlueZClient: @unchecked Sendable {
     private(set) package var cache: BlueZObjectCache!
     private(set) package var adapterPath: ObjectPath?
     private var lastStatus: AdapterStatus?
+    private var warnedOfFilterUUIDs = false
 
     /// What a client follows of bluetoothd's property changes.
     package enum Watch: Sendable {
@@ -195,9 +196,16 @@ package final class BlueZClient: @unchecked Sendable {
     // MARK: Discovery
 
     /// `Adapter1.SetDiscoveryFilter` with LE transport.
+    ///
+    /// Where bluetoothd crashes on a filter with service UUIDs
+    /// (``BlueZServerFeatures/uuidDiscoveryFilterCrashes``, 5.87), the filter goes without them
+    /// and bluetoothd reports every device: the caller must match services itself (as
+    /// `CentralEngine` does for every scan).
     package func setDiscoveryFilter(uuids: [String], duplicateData: Bool, rssi: Int16?, pattern: String?)
         async throws(BlueZError)
     {
+        var uuids = uuids
+        if !uuids.isEmpty, connection.onQueue({ leavesOutFilterUUIDs() }) { uuids = [] }
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             var filter: [String: DBusValue] = [
                 "Transport": .string("le"), "DuplicateData": .bool(duplicateData), "UUIDs": .stringArray(uuids),
@@ -206,6 +214,18 @@ package final class BlueZClient: @unchecked Sendable {
             if let pattern { filter["Pattern"] = .string(pattern) }
             try await callAdapter("SetDiscoveryFilter", [.stringVariantDictionary(filter)])
         }
+    }
+
+    /// Whether this bluetoothd needs discovery filters without UUIDs; warns the first time (on the queue).
+    private func leavesOutFilterUUIDs() -> Bool {
+        guard serverFeatures.uuidDiscoveryFilterCrashes else { return false }
+        if !warnedOfFilterUUIDs {
+            warnedOfFilterUUIDs = true
+            BlueZLog.warning(
+                "bluetoothd 5.87 crashes on a discovery filter with service UUIDs (BlueZ issue 2282):"
+                    + " scanning without them and matching services in this process")
+        }
+        return true
     }
 
     /// `Adapter1.StartDiscovery`.

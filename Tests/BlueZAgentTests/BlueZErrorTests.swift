@@ -63,4 +63,23 @@ import Testing
         #expect(features.maximumAdvertisingDataLength == 31)
         #expect(BlueZServerFeatures.baseline.maximumAdvertisingDataLength == 31)
     }
+
+    /// bluetoothd 5.87 dies on a discovery filter with UUIDs (BlueZ issue 2282): only its own
+    /// Device ID, whatever the source, marks it; other versions, other IDs and none do not.
+    @Test(arguments: [
+        ("usb:v1D6Bp0246d0557", true), ("bluetooth:v1D6Bp0246d0557", true), ("usb:v1d6bp0246d0557", true),
+        ("usb:v1D6Bp0246d0542", false), ("usb:v1D6Bp0246d0552", false), ("usb:v1D6Bp0246d0558", false),
+        ("usb:v05ACp0246d0557", false), ("usb:v1D6Bp0247d0557", false), ("v1D6Bp0246d0557x", false),
+        ("", false), ("usb:", false), (":", false),
+    ])
+    func onlyBluetoothd587LeavesUUIDsOutOfDiscoveryFilters(modalias: String, crashes: Bool) {
+        let features = BlueZServerFeatures(adapterProperties: ["Modalias": .string(modalias)])
+        #expect(features.uuidDiscoveryFilterCrashes == crashes)
+    }
+
+    @Test func withoutAModaliasNoBugIsAssumed() {
+        #expect(!BlueZServerFeatures(adapterProperties: [:]).uuidDiscoveryFilterCrashes)
+        #expect(!BlueZServerFeatures(adapterProperties: ["Modalias": .uint32(0x0557)]).uuidDiscoveryFilterCrashes)
+        #expect(!BlueZServerFeatures.baseline.uuidDiscoveryFilterCrashes)
+    }
 }

@@ -49,6 +49,39 @@ import Testing
         #expect(fixture.delegate.discoveries(named: "Lock").isEmpty)
     }
 
+    /// bluetoothd 5.87 crashes on a discovery filter with service UUIDs (BlueZ issue 2282): with
+    /// its Device ID the filter goes without them, so bluetoothd reports every device, and the
+    /// central still reports only the peripherals that advertise the services; with 5.66's the
+    /// UUIDs go to bluetoothd as before.
+    @Test(arguments: [("usb:v1D6Bp0246d0557", false), ("usb:v1D6Bp0246d0542", true)])
+    func aServiceScanOnBluetoothd587LeavesTheUUIDsOutAndStillFilters(modalias: String, sendsUUIDs: Bool)
+        async throws
+    {
+        var configuration = SimulatedAdapter.Configuration.default
+        configuration.modalias = modalias
+        let fixture = try await CentralFixture.make(adapters: [configuration])
+        let adapter = try #require(fixture.bluez.adapters.first)
+        let hrm = Self.heartRateSensor()
+        let lock = SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "Lock", serviceUUIDs: ["FFF0"])
+        try fixture.bluez.addPeripheral(lock)
+        try fixture.bluez.addPeripheral(hrm)
+        fixture.central.scanForPeripherals(
+            withServices: [BluetoothUUID(0x180D)], options: ScanOptions(allowDuplicates: true))
+        try await waitUntil("HRM discovered") { !fixture.delegate.discoveries(named: "HRM").isEmpty }
+        let filters = fixture.bluez.discoveryFilterUUIDs(on: adapter)
+        #expect(filters.count == 1)
+        #expect(filters.first?.isEmpty == !sendsUUIDs)
+        // Advertisements reach the central in bus order: once the later HRM one is in, so is the lock's.
+        lock.advertise()
+        let reported = fixture.delegate.discoveries(named: "HRM").count
+        hrm.rssi = -40
+        hrm.advertise()
+        try await waitUntil("the later HRM advertisement") {
+            fixture.delegate.discoveries(named: "HRM").count > reported
+        }
+        #expect(fixture.delegate.discoveries(named: "Lock").isEmpty)
+    }
+
     @Test func reportsOncePerScanWithoutDuplicatesAndAgainWhenDataChanges() async throws {
         let fixture = try await CentralFixture.make()
         let sensor = Self.heartRateSensor()

@@ -367,6 +367,12 @@ public final class SimulatedBlueZ: Sendable {
     /// How many calls bluetoothd holds without answering (`noReply` faults, a device removed under a `Connect`).
     package var unansweredCallCount: Int { core.run { core.heldInvocations.count } }
 
+    /// The service UUIDs of each discovery filter set on `adapter`, oldest client first (empty
+    /// for a filter without UUIDs; clients without a filter are left out).
+    package func discoveryFilterUUIDs(on adapter: SimulatedAdapter) -> [[String]] {
+        core.run { core.adapters[adapter.name]?.clients.compactMap { $0.filter?.uuids } ?? [] }
+    }
+
     /// How many devices bluetoothd holds (for the benchmarks).
     package var deviceCount: Int { core.run { core.devices.count } }
 

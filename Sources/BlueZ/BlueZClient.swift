@@ -199,13 +199,21 @@ package final class BlueZClient: @unchecked Sendable {
     ///
     /// Where bluetoothd crashes on a filter with service UUIDs
     /// (``BlueZServerFeatures/uuidDiscoveryFilterCrashes``, 5.87), the filter goes without them
+    /// (and with an empty `Pattern` unless one is given, so that it stays a filtered discovery)
     /// and bluetoothd reports every device: the caller must match services itself (as
     /// `CentralEngine` does for every scan).
     package func setDiscoveryFilter(uuids: [String], duplicateData: Bool, rssi: Int16?, pattern: String?)
         async throws(BlueZError)
     {
         var uuids = uuids
-        if !uuids.isEmpty, connection.onQueue({ leavesOutFilterUUIDs() }) { uuids = [] }
+        var pattern = pattern
+        if !uuids.isEmpty, connection.onQueue({ leavesOutFilterUUIDs() }) {
+            uuids = []
+            // Left at that, the filter would be a regular discovery, in which bluetoothd 5.84 and
+            // later hide advertisers that are not flagged discoverable (`FilterDiscoverable`); an
+            // empty pattern (a prefix of every address) keeps it a filtered one, as UUIDs did.
+            if pattern == nil { pattern = "" }
+        }
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             var filter: [String: DBusValue] = [
                 "Transport": .string("le"), "DuplicateData": .bool(duplicateData), "UUIDs": .stringArray(uuids),

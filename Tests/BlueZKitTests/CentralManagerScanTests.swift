@@ -50,9 +50,9 @@ import Testing
     }
 
     /// bluetoothd 5.87 crashes on a discovery filter with service UUIDs (BlueZ issue 2282): with
-    /// its Device ID the filter goes without them, so bluetoothd reports every device, and the
-    /// central still reports only the peripherals that advertise the services; with 5.66's the
-    /// UUIDs go to bluetoothd as before.
+    /// its Device ID the filter goes without them (with an empty pattern), so bluetoothd reports
+    /// every device, and the central still reports only the peripherals that advertise the
+    /// services; with 5.66's the UUIDs go to bluetoothd as before.
     @Test(arguments: [("usb:v1D6Bp0246d0557", false), ("usb:v1D6Bp0246d0542", true)])
     func aServiceScanOnBluetoothd587LeavesTheUUIDsOutAndStillFilters(modalias: String, sendsUUIDs: Bool)
         async throws
@@ -68,9 +68,11 @@ import Testing
         fixture.central.scanForPeripherals(
             withServices: [BluetoothUUID(0x180D)], options: ScanOptions(allowDuplicates: true))
         try await waitUntil("HRM discovered") { !fixture.delegate.discoveries(named: "HRM").isEmpty }
-        let filters = fixture.bluez.discoveryFilterUUIDs(on: adapter)
+        let filters = fixture.bluez.discoveryFilters(on: adapter)
         #expect(filters.count == 1)
-        #expect(filters.first?.isEmpty == !sendsUUIDs)
+        #expect(filters.first?.uuids.isEmpty == !sendsUUIDs)
+        // Without UUIDs, an empty pattern keeps the discovery a filtered one (as UUIDs make it).
+        #expect(filters.first?.pattern == (sendsUUIDs ? nil : ""))
         // Advertisements reach the central in bus order: once the later HRM one is in, so is the lock's.
         lock.advertise()
         let reported = fixture.delegate.discoveries(named: "HRM").count

@@ -367,10 +367,12 @@ public final class SimulatedBlueZ: Sendable {
     /// How many calls bluetoothd holds without answering (`noReply` faults, a device removed under a `Connect`).
     package var unansweredCallCount: Int { core.run { core.heldInvocations.count } }
 
-    /// The service UUIDs of each discovery filter set on `adapter`, oldest client first (empty
-    /// for a filter without UUIDs; clients without a filter are left out).
-    package func discoveryFilterUUIDs(on adapter: SimulatedAdapter) -> [[String]] {
-        core.run { core.adapters[adapter.name]?.clients.compactMap { $0.filter?.uuids } ?? [] }
+    /// The service UUIDs and the pattern of each discovery filter set on `adapter`, oldest client
+    /// first (no UUIDs: an empty array; clients without a filter are left out).
+    package func discoveryFilters(on adapter: SimulatedAdapter) -> [(uuids: [String], pattern: String?)] {
+        core.run {
+            core.adapters[adapter.name]?.clients.compactMap { $0.filter.map { ($0.uuids, $0.pattern) } } ?? []
+        }
     }
 
     /// How many devices bluetoothd holds (for the benchmarks).

@@ -186,7 +186,12 @@ class Central:
         if ADAPTER not in objects.get(dbus.ObjectPath(self.adapter_path), {}):
             self.fail("no adapter %s" % self.adapter_path)
             return False
-        discovery_filter = {"UUIDs": dbus.Array([self.service_uuid], signature="s"), "Transport": "le"}
+        discovery_filter = {"Transport": "le"}
+        # bluetoothd 5.87 dies on a filter with UUIDs (BlueZ issue 2282); its Modalias is its own
+        # Device ID. There the filter goes without them: consider_device checks the service anyway.
+        modalias = str(objects[dbus.ObjectPath(self.adapter_path)][ADAPTER].get("Modalias", ""))
+        if modalias.split(":")[-1].upper() != "V1D6BP0246D0557":
+            discovery_filter["UUIDs"] = dbus.Array([self.service_uuid], signature="s")
 
         def started():
             self.discovering = True

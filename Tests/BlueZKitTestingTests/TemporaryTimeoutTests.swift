@@ -10,8 +10,9 @@ import Testing
     /// Short, for a test that waits for one removal.
     static let options = SimulatedBlueZ.Options(temporaryTimeout: .milliseconds(100))
     /// Long enough for the steps of a test that compares removals to come before any of them
-    /// (scaled: under ThreadSanitizer 700 ms was not, and a device went before its Connect).
-    static let orderingOptions = SimulatedBlueZ.Options(temporaryTimeout: TestTime.scaled(.milliseconds(700)))
+    /// (scaled: under ThreadSanitizer 700 ms was not, and a device went before its Connect; then
+    /// 700 ms × 4 was not either, in CI, and the first device went before it was seen again).
+    static let orderingOptions = SimulatedBlueZ.Options(temporaryTimeout: TestTime.scaled(.milliseconds(1500)))
 
     static func peripheral(_ last: String) -> SimulatedPeripheral {
         SimulatedPeripheral(address: "C0:FF:EE:00:07:" + last, name: "T" + last)

@@ -185,7 +185,9 @@ import Testing
         let rig = try await Rig.start()
         defer { withExtendedLifetime(rig) {} }
         // Long enough that the refusal below comes before it on a loaded machine, short for a test.
-        rig.manager.engine.sync { $0.confirmationTimeout = .milliseconds(1500) }
+        // Scaled: under ThreadSanitizer beside the whole tier, 1.5 s passed between the first update
+        // and the second (the refusal then found the wait already over).
+        rig.manager.engine.sync { $0.confirmationTimeout = TestTime.scaled(.seconds(2)) }
         let central = try await rig.central(1)
         central.confirmsIndications = false
         var values = try await rig.subscribe(central)

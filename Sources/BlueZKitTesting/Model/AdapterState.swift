@@ -45,6 +45,9 @@ struct AdapterState: Sendable {
 
     var sessions: [DiscoveryClient] { clients.filter(\.discovering) }
 
+    /// The transports a discovery covers (`get_scan_type`): LE, and BR/EDR on a dual-mode controller.
+    var scanType: UInt8 { configuration.dualMode ? DiscoveryFilter.auto : DiscoveryFilter.le }
+
     /// Whether the kernel scan uses a filter (`filtered_discovery`).
     var filteredDiscovery: Bool { discovering && kernelFilter != nil }
 

@@ -26,18 +26,27 @@ struct DiscoveryFilter: Sendable, Hashable {
         case invalid
     }
 
-    /// Parses the `a{sv}` argument. Unknown keys, wrong types, an RSSI outside −127…20,
-    /// a pathloss over 137, an unknown transport or both RSSI and pathloss are invalid.
-    static func parse(_ argument: DBusValue) -> Parsed {
+    /// Parses the `a{sv}` argument; the transport is the adapter's `scanType` unless given.
+    /// Unknown keys, wrong types, an RSSI outside −127…20, a pathloss over 137, an unknown
+    /// transport or both RSSI and pathloss are invalid.
+    static func parse(_ argument: DBusValue, scanType: UInt8 = auto) -> Parsed {
         guard let entries = argument.dictionaryEntries else { return .invalid }
         if entries.isEmpty { return .cleared }
-        var filter = DiscoveryFilter()
+        var filter = DiscoveryFilter(transport: scanType)
         for entry in entries {
             guard case .string(let key) = entry.key, case .variant(let value) = entry.value else { return .invalid }
             guard filter.apply(key, value) else { return .invalid }
         }
         if filter.rssi != nil && filter.pathloss != nil { return .invalid }
         return .filter(filter)
+    }
+
+    /// Whether bluetoothd 5.67 and later merge this filter as a regular discovery (de8e7cfce,
+    /// `merge_discovery_filters`): nothing in it asks for filtering but, at most, `Discoverable`,
+    /// and its transport is the adapter's scan type. A regular discovery reports LE advertisers
+    /// only when they carry a discoverable flag.
+    func isRegular(scanType: UInt8) -> Bool {
+        uuids.isEmpty && rssi == nil && pathloss == nil && transport == scanType && !duplicateData && pattern == nil
     }
 
     private mutating func apply(_ key: String, _ value: DBusValue) -> Bool {

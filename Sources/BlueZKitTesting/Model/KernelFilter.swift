@@ -7,11 +7,18 @@ struct KernelFilter: Sendable, Hashable {
     /// The union of UUIDs, sorted; empty when any client wants any UUID.
     var uuids: [String]
 
-    static func merge(_ filters: [DiscoveryFilter?]) -> KernelFilter? {
+    /// Merges the sessions' filters. As bluetoothd 5.67 and later (`mergesPlainFiltersAsRegular`),
+    /// a filter that asks for nothing but the adapter's `scanType` counts as no filter.
+    static func merge(
+        _ filters: [DiscoveryFilter?], scanType: UInt8 = DiscoveryFilter.auto, mergesPlainFiltersAsRegular: Bool = false
+    ) -> KernelFilter? {
+        let filters = filters.map { filter in
+            mergesPlainFiltersAsRegular && filter?.isRegular(scanType: scanType) == true ? nil : filter
+        }
         guard filters.contains(where: { $0 != nil }) else { return nil }
         if filters.contains(where: { $0 == nil }) {
             // Regular and filtered discovery at once: clear the whole filter to report everything.
-            return KernelFilter(transport: DiscoveryFilter.auto, rssi: nil, uuids: [])
+            return KernelFilter(transport: scanType, rssi: nil, uuids: [])
         }
         var transport: UInt8 = 0
         var rssi: Int16? = nil

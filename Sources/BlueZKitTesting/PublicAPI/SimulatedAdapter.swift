@@ -29,6 +29,10 @@ public final class SimulatedAdapter: Sendable {
         public var modalias: String?
         /// `Roles`.
         public var roles: [String]
+        /// Whether the controller does BR/EDR as well as LE (dual mode, as most built-in
+        /// controllers); false for an LE-only controller such as btvirt's. bluetoothd's scan type
+        /// (`get_scan_type`) follows it, and with it the transport a discovery filter has by default.
+        public var dualMode: Bool
 
         /// A configuration; every parameter has bluetoothd 5.66's usual value.
         public init(
@@ -38,7 +42,8 @@ public final class SimulatedAdapter: Sendable {
                 "00001800-0000-1000-8000-00805f9b34fb", "00001801-0000-1000-8000-00805f9b34fb",
                 "0000180a-0000-1000-8000-00805f9b34fb",
             ],
-            modalias: String? = "usb:v1D6Bp0246d0542", roles: [String] = ["central", "peripheral"]
+            modalias: String? = "usb:v1D6Bp0246d0542", roles: [String] = ["central", "peripheral"],
+            dualMode: Bool = true
         ) {
             self.name = name
             self.address = address
@@ -50,6 +55,7 @@ public final class SimulatedAdapter: Sendable {
             self.uuids = uuids
             self.modalias = modalias
             self.roles = roles
+            self.dualMode = dualMode
         }
 
         /// A powered adapter with a made-up name and address.

@@ -51,7 +51,10 @@ extension SimulatedBlueZ {
         /// bluetoothd 5.82: `AcquireNotify` is called for each subscribing central, with its
         /// `device`; what is written to a central's socket reaches that central only (5.76), and
         /// each indication the central confirms writes `0x01` back to its socket (5.80). The
-        /// adapter has `Manufacturer` (5.71) and `Connectable` (5.79).
+        /// adapter has `Manufacturer` (5.71) and `Connectable` (5.79). A discovery filter that
+        /// sets nothing but, at most, the adapter's own transport counts as no filter (5.67): on
+        /// an LE-only adapter (``SimulatedAdapter/Configuration/dualMode`` false) such a scan does
+        /// not report advertisers without a discoverable flag.
         case bluez5_82
     }
 

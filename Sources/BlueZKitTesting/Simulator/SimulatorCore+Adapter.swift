@@ -31,7 +31,7 @@ extension SimulatorCore {
             }
             stopDiscovery(adapter.name, client: sender, replyTo: invocation)
         case "SetDiscoveryFilter":
-            let parsed = DiscoveryFilter.parse(arguments.first ?? .bool(false))
+            let parsed = DiscoveryFilter.parse(arguments.first ?? .bool(false), scanType: adapter.scanType)
             let filter: DiscoveryFilter?
             switch parsed {
             case .invalid: return reply(invocation, error: BlueZErrors.invalidArguments())

@@ -15,7 +15,9 @@ extension SimulatorCore {
             if adapter.discovering { finishDiscovery(name) }
             return
         }
-        let filter = KernelFilter.merge(sessions.map(\.filter))
+        let filter = KernelFilter.merge(
+            sessions.map(\.filter), scanType: adapter.scanType,
+            mergesPlainFiltersAsRegular: options.version != .bluez5_66)
         if adapter.discovering && filter == adapter.kernelFilter {
             if let invocation { reply(invocation) }
             return

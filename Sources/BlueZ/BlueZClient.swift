@@ -195,31 +195,29 @@ package final class BlueZClient: @unchecked Sendable {
 
     // MARK: Discovery
 
-    /// `Adapter1.SetDiscoveryFilter` with LE transport.
+    /// `Adapter1.SetDiscoveryFilter` with LE transport and, unless one is given, an empty `Pattern`.
+    ///
+    /// The empty pattern (a prefix of every address, `Pattern` since 5.54) keeps the discovery a
+    /// *filtered* one. Without it, bluetoothd 5.67 and later merge a filter that asks for nothing
+    /// but the adapter's own transport — `le` alone on an LE-only controller — as a regular
+    /// discovery (`merge_discovery_filters`, de8e7cfce), and a regular discovery drops LE
+    /// advertisers without a discoverable flag (`device_is_discoverable`): beacons, and
+    /// peripherals a pending connection waits for. Core Bluetooth reports them.
     ///
     /// Where bluetoothd crashes on a filter with service UUIDs
     /// (``BlueZServerFeatures/uuidDiscoveryFilterCrashes``, 5.87), the filter goes without them
-    /// (and with an empty `Pattern` unless one is given, so that it stays a filtered discovery)
     /// and bluetoothd reports every device: the caller must match services itself (as
     /// `CentralEngine` does for every scan).
     package func setDiscoveryFilter(uuids: [String], duplicateData: Bool, rssi: Int16?, pattern: String?)
         async throws(BlueZError)
     {
-        var uuids = uuids
-        var pattern = pattern
-        if !uuids.isEmpty, connection.onQueue({ leavesOutFilterUUIDs() }) {
-            uuids = []
-            // Left at that, the filter would be a regular discovery, in which bluetoothd 5.84 and
-            // later hide advertisers that are not flagged discoverable (`FilterDiscoverable`); an
-            // empty pattern (a prefix of every address) keeps it a filtered one, as UUIDs did.
-            if pattern == nil { pattern = "" }
-        }
+        let uuids = !uuids.isEmpty && connection.onQueue({ leavesOutFilterUUIDs() }) ? [] : uuids
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             var filter: [String: DBusValue] = [
                 "Transport": .string("le"), "DuplicateData": .bool(duplicateData), "UUIDs": .stringArray(uuids),
+                "Pattern": .string(pattern ?? ""),
             ]
             if let rssi { filter["RSSI"] = .int16(rssi) }
-            if let pattern { filter["Pattern"] = .string(pattern) }
             try await callAdapter("SetDiscoveryFilter", [.stringVariantDictionary(filter)])
         }
     }

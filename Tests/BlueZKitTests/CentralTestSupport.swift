@@ -101,10 +101,10 @@ struct CentralFixture {
     let central: CentralManager
 
     static func make(
-        adapters: [SimulatedAdapter.Configuration] = [.default], waitForPower: Bool = true,
-        usesNotifySockets: Bool = CentralManagerOptions().usesNotifySockets
+        adapters: [SimulatedAdapter.Configuration] = [.default], options: SimulatedBlueZ.Options = .init(),
+        waitForPower: Bool = true, usesNotifySockets: Bool = CentralManagerOptions().usesNotifySockets
     ) async throws -> CentralFixture {
-        let bluez = try await SimulatedBlueZ.start(adapters: adapters)
+        let bluez = try await SimulatedBlueZ.start(adapters: adapters, options: options)
         let delegate = RecordingCentralDelegate()
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue,

@@ -94,6 +94,9 @@ public struct ScanOptions: Sendable, Hashable {
     /// Linux: report only advertisements received at or above this RSSI (dBm); BlueZ's `RSSI` filter.
     public var rssiThreshold: Int?
     /// Linux: report only devices whose address or name starts with this text; BlueZ's `Pattern` filter.
+    ///
+    /// Nil sends the empty pattern, which every device matches: it keeps bluetoothd's discovery
+    /// a filtered one, which reports advertisers without a discoverable flag too.
     public var pattern: String?
     /// Linux: scan passively, reporting only peripherals whose advertisement matches the
     /// ``PassiveScan``'s patterns (BlueZ's advertisement monitor); nil for an active scan.

@@ -63,6 +63,13 @@ extension BlueZClient {
     }
 
     /// The device's resolved GATT database, in handle order (on the queue).
+    ///
+    /// A service bluetoothd calls secondary that no service includes is given as primary:
+    /// bluetoothd's discovery stores a primary service whose handles overlap a cached one as
+    /// secondary (`discovery_parse_services` in src/shared/gatt-client.c re-inserts it with
+    /// `primary` false, every version since 2017, seen on 5.66, 5.82 and 5.87 after a
+    /// peripheral's handles moved), while a real secondary service is reachable only through an
+    /// include (Core 5.4, Vol 3, Part G, 3.1).
     package func gattDatabase(of device: DeviceID) -> (
         services: [ServiceInfo], characteristics: [CharacteristicInfo], descriptors: [DescriptorInfo]
     ) {
@@ -87,6 +94,11 @@ extension BlueZClient {
                         id: AttributeID(path: path), characteristic: AttributeID(path: characteristic), uuid: uuid,
                         value: p["Value"]?.bytesValue))
             }
+        }
+        let included = Set(services.flatMap(\.includes))
+        services = services.map { service in
+            guard !service.isPrimary, !included.contains(service.id) else { return service }
+            return ServiceInfo(id: service.id, uuid: service.uuid, isPrimary: true, includes: service.includes)
         }
         return (services, characteristics, descriptors)
     }

@@ -20,18 +20,8 @@ extension EndToEndTests {
     /// device whose CCC is set) values arrive but `didSubscribeTo` is not called again.
     @Test(.timeLimit(.minutes(4))) func aBondedCentralGetsNotificationsAfterItsLinkDropped() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
-        try await PairingTools.removeDevices(on: "hci0")
-        try await PairingTools.removeDevices(on: "hci1")
         let hci0 = try await BluetoothctlSession.address(of: "hci0")
-        do {
-            try await bondedCentralResubscribes(hci0: hci0)
-        } catch {
-            try? await PairingTools.removeDevices(on: "hci0")
-            try? await PairingTools.removeDevices(on: "hci1")
-            throw error
-        }
-        try await PairingTools.removeDevices(on: "hci0")
-        try await PairingTools.removeDevices(on: "hci1")
+        try await PairingTools.withoutBonds { try await bondedCentralResubscribes(hci0: hci0) }
     }
 
     private func bondedCentralResubscribes(hci0: String) async throws {

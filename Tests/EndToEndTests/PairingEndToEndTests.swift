@@ -18,21 +18,9 @@ extension EndToEndTests {
     @Test(.timeLimit(.minutes(3))) func readingAnEncryptedCharacteristicPairs() async throws {
         // No keys from earlier tests on either side: the pairing must happen here.
         try await ExamplePeripheral.forgetKnownDevices()
-        try await PairingTools.removeDevices(on: "hci0")
-        try await PairingTools.removeDevices(on: "hci1")
         let hci0 = try await BluetoothctlSession.address(of: "hci0")
         let hci1 = try await BluetoothctlSession.address(of: "hci1")
-        // Leave no keys behind for the next test (either side would otherwise re-encrypt), on
-        // every path.
-        do {
-            try await pairs(hci0: hci0, hci1: hci1)
-        } catch {
-            try? await PairingTools.removeDevices(on: "hci0")
-            try? await PairingTools.removeDevices(on: "hci1")
-            throw error
-        }
-        try await PairingTools.removeDevices(on: "hci0")
-        try await PairingTools.removeDevices(on: "hci1")
+        try await PairingTools.withoutBonds { try await pairs(hci0: hci0, hci1: hci1) }
     }
 
     /// The pairing test's body, between the removal of every key before and after it.
@@ -147,6 +135,22 @@ enum PairingTools {
             "/usr/bin/busctl", ["get-property", "org.bluez", path, "org.bluez.Device1", "Paired"])
         guard result.status == 0 else { return nil }
         return result.output.contains("true")  // b true
+    }
+
+    /// Runs `body` with no keys on hci0 and hci1, and removes the keys it made on every path, so
+    /// that no later test inherits them (either side would otherwise re-encrypt).
+    static func withoutBonds(_ body: () async throws -> Void) async throws {
+        try await removeDevices(on: "hci0")
+        try await removeDevices(on: "hci1")
+        do {
+            try await body()
+        } catch {
+            try? await removeDevices(on: "hci0")
+            try? await removeDevices(on: "hci1")
+            throw error
+        }
+        try await removeDevices(on: "hci0")
+        try await removeDevices(on: "hci1")
     }
 
     /// `Adapter1.RemoveDevice` for every device of `adapter`: its keys go too.

@@ -280,16 +280,38 @@ import Testing
         #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Connected") == .bool(false))
     }
 
-    @Test func anAgentThatIsNotTheDefaultIsNotAsked() async throws {
+    /// bluetoothd (5.51+, `agent_create`) makes the first agent registered the default: it is
+    /// asked without having called `RequestDefaultAgent`.
+    @Test func theFirstAgentRegisteredIsTheDefaultAndIsAsked() async throws {
         let rig = try await Rig.start()
         defer { rig.stop() }
         try await connectSensor(rig)
+        let agent = try await TestAgent(on: rig.client.connection, accepts: true)
+        try await registerAgent(rig, asDefault: false)
+        _ = try await rig.client.call(
+            HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
+        #expect(agent.authorizations.withLock { $0 } == [HeartRateSensor.path])
+        #expect(rig.bluez.defaultAgentLog.count == 1)
+    }
+
+    /// An agent registered behind another one waits in the queue and is not asked.
+    @Test func anAgentQueuedBehindAnotherIsNotAsked() async throws {
+        let rig = try await Rig.start()
+        defer { rig.stop() }
+        let first = try await BlueZClient(address: rig.bluez.busAddress)
+        defer { first.close() }
+        try await connectSensor(rig)
+        let firstAgent = try await TestAgent(on: first.connection, accepts: false)
+        try await first.call(
+            "/org/bluez", "org.bluez.AgentManager1", "RegisterAgent",
+            [.objectPath(try ObjectPath("/test/agent")), .string("NoInputNoOutput")])
         let agent = try await TestAgent(on: rig.client.connection, accepts: true)
         try await registerAgent(rig, asDefault: false)
         await #expect(throws: (any Error).self) {
             try await rig.client.call(
                 HeartRateSensor.secretPath, characteristicInterface, "ReadValue", [Self.noOptions])
         }
+        #expect(firstAgent.authorizations.withLock { $0 } == [HeartRateSensor.path])
         #expect(agent.authorizations.withLock { $0 }.isEmpty)
         #expect(try await rig.client.property(HeartRateSensor.path, deviceInterface, "Paired") == .bool(false))
     }

@@ -7,7 +7,8 @@ extension SimulatedBlueZ {
     package struct AgentRegistration: Sendable, Hashable {
         /// The capability it registered with (`RegisterAgent`'s second argument).
         package var capability: String
-        /// Whether it is among the default agents (`RequestDefaultAgent`).
+        /// Whether it is bluetoothd's default agent: the head of the queue every registered agent
+        /// joins (the first one registered, or the last one that called `RequestDefaultAgent`).
         package var isDefault: Bool
 
         /// A registration as bluetoothd would hold it.
@@ -34,10 +35,14 @@ extension SimulatedBlueZ {
         core.run {
             core.agents.keys.sorted().map {
                 AgentRegistration(
-                    capability: core.agentCapabilities[$0] ?? "", isDefault: core.defaultAgents.contains($0))
+                    capability: core.agentCapabilities[$0] ?? "", isDefault: core.defaultAgents.first == $0)
             }
         }
     }
+
+    /// What bluetoothd's debug log says of the default agent, oldest first, as bluetoothd words
+    /// it: "Default agent set to OWNER PATH" and "Default agent cleared" (`src/agent.c`).
+    package var defaultAgentLog: [String] { core.run { core.defaultAgentLog } }
 
     /// Asks every registered agent `question` about the device `address` of the first adapter,
     /// as bluetoothd does; returns, in the order of ``agentRegistrations``, whether each one

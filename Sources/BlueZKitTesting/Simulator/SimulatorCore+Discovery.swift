@@ -71,8 +71,8 @@ extension SimulatorCore {
             }
             removeNotifySession(path, owner: owner)
         }
+        agentLeavesDefaultQueue(owner)
         agents[owner] = nil
-        defaultAgents.removeAll { $0 == owner }
         applicationOwnerLeft(owner)
         advertisementOwnerLeft(owner)
         monitorOwnerLeft(owner)

@@ -167,16 +167,17 @@ extension SimulatorCore {
             guard agents[sender] == nil else { return reply(invocation, error: BlueZErrors.alreadyExists) }
             agents[sender] = path
             agentCapabilities[sender] = arguments[1].stringValue
+            agentJoinsDefaultQueue(sender)
             reply(invocation)
         case "UnregisterAgent", "RequestDefaultAgent":
             guard let path = arguments.first?.objectPathValue, agents[sender] == path else {
                 return reply(invocation, error: BlueZErrors.doesNotExist)
             }
-            defaultAgents.removeAll { $0 == sender }
             if member == "UnregisterAgent" {
+                agentLeavesDefaultQueue(sender)
                 agents[sender] = nil
             } else {
-                defaultAgents.insert(sender, at: 0)
+                makeDefaultAgent(sender)
             }
             reply(invocation)
         default:

@@ -43,8 +43,12 @@ final class SimulatorCore: @unchecked Sendable {
     var agents: [String: ObjectPath] = [:]
     /// The capability each agent owner registered with (`RegisterAgent`'s second argument).
     var agentCapabilities: [String: String] = [:]
-    /// Owners of agents that asked to be the default (`RequestDefaultAgent`), the current one first.
+    /// bluetoothd's queue of default agents by owner, the default one first: every registered
+    /// agent is in it (`SimulatorCore+DefaultAgent.swift`).
     var defaultAgents: [String] = []
+    /// The lines bluetoothd's debug log has for changes of the default agent, oldest first
+    /// ("Default agent set to OWNER PATH", "Default agent cleared"); kept across restarts.
+    var defaultAgentLog: [String] = []
     /// GATT applications registered (or being registered) with `GattManager1`, oldest first.
     var applications: [ApplicationRegistration] = []
     /// Centrals subscribed to each application characteristic (owner and path), as `ntfy_cnt`.

@@ -10,7 +10,10 @@ import Synchronization
 /// covers needs a decision: an incoming pairing request, a pairing that a security
 /// requirement started, a service authorization (5.66 `src/device.c`, `new_auth`:
 /// `agent_get(NULL)`). Becoming the default agent therefore decides for every program on
-/// the machine: ``register(requestDefault:)`` does it only when asked. Without a responder
+/// the machine. Beware: bluetoothd (5.51 to 5.87 at least, `src/agent.c`, `agent_create`) puts
+/// *every* registered agent in its queue of default agents, the first one on an empty queue at
+/// the head — so registering alone can make an agent the default, now or when the agents
+/// before it leave. Register only an agent that is meant to be the default. Without a responder
 /// this agent answers only what just works needs: `RequestAuthorization` (the just-works
 /// confirmation of a pairing that no `Pair` call started) is accepted; numeric comparison
 /// (`RequestConfirmation`), passkeys, PIN codes and service authorizations are rejected —
@@ -127,8 +130,10 @@ package final class BlueZAgent: Sendable {
     ///
     /// `AlreadyExists` (this connection has an agent registered already) and a failing
     /// `RequestDefaultAgent` are logged at debug level, not thrown: another agent then
-    /// answers, which is what its owner wants. Throws what else `RegisterAgent` answers,
-    /// such as `serviceUnknown` when bluetoothd is not running; the object is removed then.
+    /// answers, which is what its owner wants. A refused `RequestDefaultAgent` unregisters the
+    /// agent again (``withdraw()``), so that it does not wait in bluetoothd's queue to become the
+    /// default later unasked. Throws what else `RegisterAgent` answers, such as
+    /// `serviceUnknown` when bluetoothd is not running; the object is removed then.
     package func register(requestDefault: Bool = false) async throws(BlueZError) {
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             try await connection.export([makeInterface()], at: path, allowedCaller: BlueZNames.service)
@@ -156,9 +161,17 @@ package final class BlueZAgent: Sendable {
                 connection.unexport(path)
                 throw error
             }
-            if requestDefault { await requestDefaultAgent() }
+            if requestDefault, await !requestDefaultAgent() { return await withdraw() }
             await followCapability()
         }
+    }
+
+    /// Unregisters an agent that asked to be the default and was refused: bluetoothd keeps every
+    /// registered agent in its queue of default agents, so one left registered would become the
+    /// default unasked once the agents before it leave.
+    package func withdraw() async {
+        DBusLog.debug("agent \(path): refused as the default agent: unregistering")
+        await unregister()
     }
 
     /// `UnregisterAgent` (unless bluetoothd released the agent already), then removes the object.
@@ -197,17 +210,20 @@ package final class BlueZAgent: Sendable {
                 }
                 return
             }
-            if state.withLock({ $0.wantsDefault }) { await requestDefaultAgent() }
+            if state.withLock({ $0.wantsDefault }), await !requestDefaultAgent() { return await withdraw() }
         }
     }
 
-    private func requestDefaultAgent() async {
+    /// `RequestDefaultAgent`; whether bluetoothd accepted it.
+    private func requestDefaultAgent() async -> Bool {
         do throws(DBusError) {
             _ = try await manager("RequestDefaultAgent", [.objectPath(path)])
             state.withLock { $0.isDefault = true }
+            return true
         } catch {
             state.withLock { $0.isDefault = false }
             DBusLog.debug("agent \(path): not the default agent: \(error)")
+            return false
         }
     }
 

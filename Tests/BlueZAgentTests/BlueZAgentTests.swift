@@ -80,16 +80,20 @@ import Testing
         #expect(bus.manager.calls.map(\.member) == ["RegisterAgent"])
     }
 
-    @Test func aRefusedDefaultIsNotAnError() async throws {
+    /// bluetoothd keeps every registered agent in line to become the default: one refused as
+    /// the default must not stay registered, waiting for the agents before it to leave.
+    @Test func aRefusedDefaultIsNotAnErrorAndUnregisters() async throws {
         let bus = try await AgentTestBus()
-        bus.manager.fail("RequestDefaultAgent", with: "org.bluez.Error.DoesNotExist")
+        bus.manager.fail("RequestDefaultAgent", with: "org.bluez.Error.Failed")
         let agent = BlueZAgent(connection: bus.app)
         try await agent.register(requestDefault: true)
-        #expect(agent.isRegistered)
+        #expect(bus.manager.calls.map(\.member) == ["RegisterAgent", "RequestDefaultAgent", "UnregisterAgent"])
+        #expect(bus.manager.calls.last?.arguments == [.objectPath(agent.path)])
+        #expect(!agent.isRegistered)
         #expect(!agent.isDefault)
-        // Still answers bluetoothd.
+        // The object is gone too: bluetoothd cannot reach it.
         let device = DBusValue.objectPath(try ObjectPath("/org/bluez/hci1/dev_00_AA_01_00_00_23"))
-        #expect(try await bus.callAgent(agent, "RequestAuthorization", [device]) == [])
+        await #expect(throws: DBusError.self) { try await bus.callAgent(agent, "RequestAuthorization", [device]) }
     }
 
     /// The default agent decides pairings for every program: never asked for unless wanted.

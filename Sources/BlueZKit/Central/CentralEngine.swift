@@ -61,22 +61,18 @@ final class CentralEngine: @unchecked Sendable {
         var reported: [DeviceID: AdvertisementData] = [:]
     }
 
-    /// The just-works pairing agent, registered whenever bluetoothd appears on the bus (nil
-    /// when the options say the app brings its own).
+    /// The pairing agent, registered as bluetoothd's default agent whenever bluetoothd appears on
+    /// the bus; nil unless the app asked for the default agent (``CentralManagerOptions``).
     let agent: BlueZAgent?
 
     /// Whether subscriptions use `AcquireNotify` where bluetoothd offers it.
     let usesNotifySockets: Bool
 
-    /// Whether the pairing agent asks to be bluetoothd's default agent (the app's option).
-    let agentRequestsDefault: Bool
-
     init(
         manager: CentralManager, bus: BlueZBus, adapter: String?, pairingAgent: Bool,
-        agentRequestsDefault: Bool = false, usesNotifySockets: Bool = false
+        usesNotifySockets: Bool = false
     ) {
         self.manager = manager
-        self.agentRequestsDefault = agentRequestsDefault
         self.usesNotifySockets = usesNotifySockets
         self.busQueue = bus.queue
         self.busExecutor = bus.executor
@@ -202,7 +198,7 @@ final class CentralEngine: @unchecked Sendable {
     private func adapterChanged(_ status: BlueZClient.AdapterStatus) {
         let change = presence.update(status)
         if change.bluetoothdAppeared {
-            agent?.registerInBackground(for: "CentralManager", requestDefault: agentRequestsDefault)
+            agent?.registerAsDefaultInBackground(for: "CentralManager")
         }
         let newState = change.state
         if newState != .poweredOn {

@@ -454,7 +454,7 @@ public final class CentralManager: @unchecked Sendable {
     private func start(on bus: BlueZBus) async {
         let engine = CentralEngine(
             manager: self, bus: bus, adapter: options.adapter,
-            pairingAgent: options.registersPairingAgent, agentRequestsDefault: options.requestsDefaultPairingAgent,
+            pairingAgent: options.registersDefaultAgent,
             usesNotifySockets: options.usesNotifySockets)
         shared.withLock { $0.engine = engine }
         if let agent = engine.agent {

@@ -10,15 +10,22 @@ public struct CentralManagerOptions: Sendable, Hashable {
     public var restoreIdentifier: String?
     /// Where restored state is kept; nil for ``RestorationStore/standard`` (the XDG state directory).
     public var restorationStore: RestorationStore?
-    /// Linux: register a pairing agent with bluetoothd (`AgentManager1.RegisterAgent`, with
-    /// `NoInputNoOutput` or the capability of ``PairingAgent/delegate``). True by default.
+    /// Linux: allow the manager to register a pairing agent with bluetoothd. True by default;
+    /// false vetoes ``requestsDefaultPairingAgent``.
     ///
-    /// bluetoothd asks this agent about pairings that the manager's own connection asks for;
-    /// it becomes the agent for every other pairing only with ``requestsDefaultPairingAgent``.
-    /// Set false when the app or the desktop provides the agent.
+    /// Nothing is registered unless ``requestsDefaultPairingAgent`` is true as well: bluetoothd
+    /// (5.51 and later) makes the first agent registered on the machine its default agent, and
+    /// keeps every other one in line to become the default when the ones before it leave, so
+    /// an agent registered at all would sooner or later answer the pairings of every program on
+    /// the machine. A ``PairingAgent/delegate`` alone registers nothing either.
     public var registersPairingAgent: Bool
-    /// Linux: also make the manager's agent bluetoothd's *default* agent
-    /// (`AgentManager1.RequestDefaultAgent`). False by default.
+    /// Linux: register the manager's agent (`AgentManager1.RegisterAgent`, with `NoInputNoOutput`
+    /// or the capability of ``PairingAgent/delegate``) and make it bluetoothd's *default* agent
+    /// (`AgentManager1.RequestDefaultAgent`). False by default; needs
+    /// ``registersPairingAgent``.
+    ///
+    /// If bluetoothd refuses `RequestDefaultAgent`, the agent is unregistered again. Whenever
+    /// bluetoothd restarts, the agent registers and asks again.
     ///
     /// bluetoothd asks the default agent about every pairing that no `Device1.Pair` call
     /// started, for every program on the machine: a characteristic that needs encryption (the
@@ -28,8 +35,10 @@ public struct CentralManagerOptions: Sendable, Hashable {
     /// with no desktop agent where encrypted characteristics must pair by themselves;
     /// bluetoothd goes back to the previous default agent when the manager's connection
     /// closes. Without any default agent, bluetoothd refuses such pairings ("No agent
-    /// available") and the operation that needed them fails. Needs ``registersPairingAgent``.
+    /// available") and the operation that needed them fails.
     public var requestsDefaultPairingAgent: Bool
+    /// Whether the manager registers its agent: only as the default agent, and only when asked.
+    var registersDefaultAgent: Bool { registersPairingAgent && requestsDefaultPairingAgent }
     /// Linux: receive notifications through `AcquireNotify`'s socket where bluetoothd offers it
     /// (true), or always through `StartNotify`'s `PropertiesChanged` signals (false, the default).
     ///

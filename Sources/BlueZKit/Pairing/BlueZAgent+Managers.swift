@@ -1,14 +1,14 @@
 import BlueZ
 
 extension BlueZAgent {
-    /// Registers the agent from a task of its own, as bluetoothd's default agent only with
-    /// `requestDefault` (``CentralManagerOptions/requestsDefaultPairingAgent``); a failure
-    /// (bluetoothd gone again, or refusing) only leaves a debug line: pairing is then up to
-    /// other agents.
-    func registerInBackground(for manager: String, requestDefault: Bool) {
+    /// Registers the agent from a task of its own as bluetoothd's default agent (a manager has
+    /// an agent only when the app asked for that: ``CentralManagerOptions/requestsDefaultPairingAgent``);
+    /// a refused `RequestDefaultAgent` unregisters it again, and a failure (bluetoothd gone
+    /// again) only leaves a debug line: pairing is then up to other agents.
+    func registerAsDefaultInBackground(for manager: String) {
         Task {
             do throws(BlueZError) {
-                try await register(requestDefault: requestDefault)
+                try await register(requestDefault: true)
             } catch {
                 BlueZLog.debug("\(manager): no pairing agent: \(error)")
             }

@@ -7,11 +7,13 @@ import Locking
 /// needs a decision. Core Bluetooth has no counterpart.
 ///
 /// Every ``CentralManager`` and ``PeripheralManager`` has one (``CentralManager/pairingAgent``),
-/// registered with bluetoothd whenever bluetoothd appears — unless the manager was created with
-/// ``CentralManagerOptions/registersPairingAgent`` false, in which case nothing is registered
-/// and a delegate is never asked. bluetoothd asks it about the pairings of the manager's own
-/// connection, and about every other pairing on the machine only when the manager was created
-/// with ``CentralManagerOptions/requestsDefaultPairingAgent``.
+/// but it is registered with bluetoothd only when the manager was created with
+/// ``CentralManagerOptions/requestsDefaultPairingAgent``, and then as bluetoothd's default
+/// agent, again whenever bluetoothd appears. The default agent answers the pairings of every
+/// program on the machine. Without that option nothing is registered and a delegate is never
+/// asked: bluetoothd (5.51 and later) would make any registered agent the default, at once when
+/// it is the first, or later when the agents registered before it leave; and BlueZKit never
+/// calls `Device1.Pair`, the only pairing a non-default agent is asked about.
 ///
 /// Without a ``delegate`` it registers as `NoInputNoOutput` and answers only what just works
 /// needs: it accepts the just-works confirmation (`RequestAuthorization`) and refuses numeric

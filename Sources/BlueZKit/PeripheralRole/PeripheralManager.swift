@@ -319,7 +319,7 @@ public final class PeripheralManager: @unchecked Sendable {
             case .deviceAdvertised, .gattObjectsChanged, .valueChanged: break
             }
         }
-        let agent = options.registersPairingAgent ? BlueZAgent(bus: bus) : nil
+        let agent = options.registersDefaultAgent ? BlueZAgent(bus: bus) : nil
         engine.sync { state in
             state.client = client
             state.agent = agent
@@ -343,7 +343,7 @@ public final class PeripheralManager: @unchecked Sendable {
             return (change, change.bluetoothdAppeared ? state.agent : nil, republish)
         }
         // bluetoothd forgets agents when it restarts: register on every appearance.
-        agent?.registerInBackground(for: "PeripheralManager", requestDefault: options.requestsDefaultPairingAgent)
+        agent?.registerAsDefaultInBackground(for: "PeripheralManager")
         let state = change.state
         if case .present = status {
             if let client = engine.sync({ $0.client }) { adoptConnectedCentrals(client) }

@@ -9,13 +9,16 @@ public struct PeripheralManagerOptions: Sendable {
     public var restoreIdentifier: String?
     /// Where restored state is kept; nil for ``RestorationStore/standard`` (the XDG state directory).
     public var restorationStore: RestorationStore?
-    /// Linux: register a pairing agent with bluetoothd, as for a central manager (see
-    /// ``CentralManagerOptions/registersPairingAgent``). True by default.
+    /// Linux: allow the manager to register a pairing agent with bluetoothd; false vetoes
+    /// ``requestsDefaultPairingAgent``. True by default. Nothing is registered without
+    /// ``requestsDefaultPairingAgent`` (see ``CentralManagerOptions/registersPairingAgent``).
     public var registersPairingAgent: Bool
-    /// Linux: also make the manager's agent bluetoothd's *default* agent, so that it answers the
-    /// pairings centrals start with us (see ``CentralManagerOptions/requestsDefaultPairingAgent``).
-    /// False by default.
+    /// Linux: register the manager's agent and make it bluetoothd's *default* agent, so that it
+    /// answers the pairings centrals start with us (see
+    /// ``CentralManagerOptions/requestsDefaultPairingAgent``). False by default.
     public var requestsDefaultPairingAgent: Bool
+    /// Whether the manager registers its agent: only as the default agent, and only when asked.
+    var registersDefaultAgent: Bool { registersPairingAgent && requestsDefaultPairingAgent }
     /// The adapter to use: `"hci1"`, or its address such as `"00:AA:01:00:00:23"`; nil for the first one.
     public var adapter: String?
     /// The D-Bus address of the system bus; nil to use `DBUS_SYSTEM_BUS_ADDRESS` or the default socket.

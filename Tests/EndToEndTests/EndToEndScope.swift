@@ -5,7 +5,8 @@ import Testing
 
 /// The scope every end-to-end test runs in: whatever the test started is stopped when it ends,
 /// on every path (a thrown error, a failed expectation, a time limit), so the next test starts
-/// clean; and when it failed, the programs' last lines and the part of bluetoothd's log written
+/// clean; no BlueZKit agent may have become bluetoothd's default unless the test asked
+/// (``DefaultAgentCheck``); and when it failed, the programs' last lines and the part of bluetoothd's log written
 /// during the test are printed under the test's name.
 ///
 /// Applied to the suite with ``Trait/endToEndScope`` and ``Trait/endToEndFailures`` (the issue
@@ -63,6 +64,9 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
             print(Self.report(test.name, started, logStart: logStart))
         }
         for program in started { program.stop() }
+        // After the programs, whose agents leave with them.
+        await DefaultAgentCheck.check(
+            test.name, logStart: logStart, asked: test.traits.contains { $0 is AsksForDefaultAgent })
         if bluetoothdGone, let commandLine = Self.bluetoothdCommandLine.withLock({ $0 }) {
             do {
                 try Bluetoothd.start(commandLine)

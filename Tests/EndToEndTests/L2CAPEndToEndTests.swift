@@ -119,7 +119,7 @@ extension EndToEndTests {
     /// A channel published with encryption: the kernel refuses the unencrypted central, which
     /// then encrypts the link (bluetoothd pairs, Just Works through both managers' agents) and
     /// retries; the channel opens and carries data.
-    @Test(.timeLimit(.minutes(3))) func anEncryptedL2CAPChannelPairsFirst() async throws {
+    @Test(.timeLimit(.minutes(3)), .asksForDefaultAgent) func anEncryptedL2CAPChannelPairsFirst() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         try await PairingTools.removeDevices(on: "hci0")
         try await PairingTools.removeDevices(on: "hci1")

@@ -15,8 +15,14 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
     package let psm: UInt16
     package let queue: DispatchQueue
     private let descriptor: Descriptor
+    private let acceptCall: BlueZAcceptCall
     private var source: DescriptorWatch?
     private var closed = false
+    /// `accept` failures for want of descriptors or memory since the last channel accepted.
+    private var resourceFailures = 0
+    /// At most this many connections that failed on their own are skipped per wake-up; the
+    /// watch then fires again, so that other work on the queue gets its turn.
+    static let maximumSkippedPerWake = 64
 
     /// What the kernel says of one accepted channel.
     package struct Accepted: Sendable {
@@ -49,10 +55,25 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
         self.psm = bound.psm
         self.queue = queue
         self.descriptor = descriptor
+        self.acceptCall = .system
+    }
+
+    /// Takes over the listening, non-blocking `descriptor` (a `SOCK_SEQPACKET` socket of any
+    /// family, for tests) and accepts on it with `acceptCall`.
+    package init(adopting descriptor: Int32, psm: UInt16, queue: DispatchQueue, acceptCall: BlueZAcceptCall) {
+        self.psm = psm
+        self.queue = queue
+        self.descriptor = Descriptor(descriptor)
+        self.acceptCall = acceptCall
     }
 
     /// Accepts every channel to the PSM, calling `handler` on `queue` with each (or with the
     /// error that ends listening), until ``close()``.
+    ///
+    /// A system short of descriptors or memory (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`) does
+    /// not end listening: accepting pauses 10 ms, doubling up to 1 s while it lasts, and goes on.
+    /// A connection that failed on its own (`ECONNABORTED`, `EINTR`, a network error) is
+    /// skipped. Only an error of the listening socket itself (`EBADF`, `EINVAL`…) ends it.
     package func accept(_ handler: @escaping @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed, source == nil else { return }
@@ -63,19 +84,28 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
         }
     }
 
-    private func acceptPending(_ handler: @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
+    private func acceptPending(_ handler: @escaping @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
+        var skipped = 0
         while !closed {
             var raw = [UInt8](repeating: 0, count: 16)
-            var length = socklen_t(raw.count)
-            let fd = raw.withUnsafeMutableBytes {
-                Glibc.accept(descriptor.fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+            let result = raw.withUnsafeMutableBytes { acceptCall.call(descriptor.fd, $0) }
+            let fd: Int32
+            switch result {
+            case .success(let accepted): fd = accepted
+            case .failure(let error):
+                switch BlueZAcceptCall.recovery(from: error) {
+                case .waitForReadable: return
+                case .acceptNext:
+                    skipped += 1
+                    if skipped >= Self.maximumSkippedPerWake { return }
+                    continue
+                case .backOff: return pause(after: error)
+                case .stop:
+                    close()
+                    return handler(.failure(BlueZSocketError(errno: error.rawValue, operation: "accept")))
+                }
             }
-            if fd < 0 {
-                let error = errno
-                if error == EAGAIN || error == EWOULDBLOCK || error == EINTR || error == ECONNABORTED { return }
-                close()
-                return handler(.failure(BlueZSocketError(errno: error, operation: "accept")))
-            }
+            resourceFailures = 0
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             let socket = BlueZL2CAPSocket(adopting: fd, queue: queue)
             guard let peer = BlueZL2CAPSocketAddress(decoding: raw) else {
@@ -83,6 +113,22 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
                 continue
             }
             handler(.success(Accepted(socket: socket, peer: peer)))
+        }
+    }
+
+    /// Stops watching for a while after `accept` found the system short of resources (the
+    /// connection stays pending, so the watch would fire at once), then watches again.
+    private func pause(after error: BlueZAcceptCall.Errno) {
+        resourceFailures += 1
+        let delay = BlueZAcceptCall.backOffDelay(afterFailures: resourceFailures)
+        BlueZLog.warning(
+            "L2CAP PSM \(psm): accept failed (\(String(cString: strerror(error.rawValue)))); trying again in \(delay)")
+        source?.setEnabled(false)
+        let (seconds, attoseconds) = delay.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        queue.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { [weak self] in
+            guard let self, !self.closed else { return }
+            self.source?.setEnabled(true)
         }
     }
 

@@ -43,7 +43,10 @@ public final class L2CAPChannel: @unchecked Sendable, CustomStringConvertible {
     /// on the run loops it is scheduled in.
     public let inputStream: InputStream
     /// Outgoing data as a byte stream: each `write(_:maxLength:)` sends at most
-    /// ``maximumWriteLength`` bytes as one SDU, waiting for the peer's credits.
+    /// ``maximumWriteLength`` bytes as one SDU and never waits: it returns 0 (nothing written)
+    /// while the peer withholds credits or the socket's buffer is full, and a `hasSpaceAvailable`
+    /// event follows once the channel can take more. Apple's `CFWriteStreamWrite` waits instead;
+    /// here a peer that never grants credits cannot hold the writing thread.
     public let outputStream: OutputStream
     /// Linux: the largest SDU the peer accepts (the kernel's `BT_SNDMTU`); ``write(_:)`` splits
     /// longer data into SDUs of this size.

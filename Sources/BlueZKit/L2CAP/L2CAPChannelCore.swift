@@ -234,38 +234,37 @@ final class L2CAPChannelCore: @unchecked Sendable {
         }
     }
 
-    /// Sends up to ``sendMTU`` bytes of `buffer` as one SDU for the output stream, waiting for
-    /// credits and for earlier async writes: the count sent, or -1 once the channel ended.
-    /// Not on `queue`.
-    func sendBlocking(_ buffer: UnsafePointer<UInt8>, count: Int) -> Int {
+    /// Sends up to ``sendMTU`` bytes of `buffer` as one SDU for the output stream, without
+    /// waiting: the count sent; 0 when nothing could go now (the peer withholds credits, the
+    /// kernel's buffer is full, or earlier async writes are still queued), and `onOutput` then
+    /// fires once the socket is writable again; -1 once the channel ended. Not on `queue`.
+    ///
+    /// Never waits: a peer that withholds credits for ever cannot hold the caller's thread.
+    func sendWithoutWaiting(_ buffer: UnsafePointer<UInt8>, count: Int) -> Int {
         guard count > 0 else { return 0 }
         let chunk = Data(bytes: buffer, count: min(count, sendMTU))
-        while true {
-            let (sent, seen): (Int?, Int) = queue.sync {
-                guard writeFailure == nil else { return (-1, 0) }
-                guard writes.isEmpty else {
-                    armWritable()
-                    return (nil, currentGeneration())
-                }
-                switch socket.send(chunk) {
-                case .sent: return (chunk.count, 0)
-                case .wouldBlock:
-                    let seen = currentGeneration()
-                    armWritable()
-                    return (nil, seen)
-                case .failed(let error):
-                    end(.failed(BluetoothError(l2cap: error)))
-                    return (-1, 0)
-                }
+        return queue.sync {
+            guard writeFailure == nil else { return -1 }
+            guard writes.isEmpty, !writeArmed else {
+                armWritable()
+                return 0
             }
-            if let sent { return sent }
-            wait(past: seen)
+            switch socket.send(chunk) {
+            case .sent: return chunk.count
+            case .wouldBlock:
+                armWritable()
+                return 0
+            case .failed(let error):
+                end(.failed(BluetoothError(l2cap: error)))
+                return -1
+            }
         }
     }
 
-    /// Whether a stream write would not wait for earlier async writes (credits are not known
-    /// until a send tries).
-    var hasSpaceAvailable: Bool { queue.sync { ending == nil && writes.isEmpty } }
+    /// Whether a stream write would send something now: the channel is open, no async write
+    /// is queued, and the socket was not found full since it was last writable (credits are
+    /// not known until a send tries).
+    var hasSpaceAvailable: Bool { queue.sync { ending == nil && writes.isEmpty && !writeArmed } }
 
     // MARK: the end
 

@@ -200,9 +200,12 @@ final class L2CAPOutputStream: OutputStream {
 
     var isClosed: Bool { events.currentStatus == .closed }
 
+    /// Sends up to the channel's MTU as one SDU without waiting: the count sent, 0 when the
+    /// channel cannot take it now (a `hasSpaceAvailable` event follows once it can), -1 once
+    /// the stream is not open or the channel ended.
     override func write(_ buffer: UnsafePointer<UInt8>, maxLength len: Int) -> Int {
         guard let core, events.currentStatus == .open else { return -1 }
-        return core.sendBlocking(buffer, count: len)
+        return core.sendWithoutWaiting(buffer, count: len)
     }
 
     override var hasSpaceAvailable: Bool { core?.hasSpaceAvailable ?? false }

@@ -177,9 +177,13 @@ extension DBusConnection {
 
     /// A real `NameOwnerChanged` came in while we were asking for that name's owner: it is newer
     /// than our question's answer could be, so the answer is not reported. On `queue`.
+    ///
+    /// Only the bus driver's: another process's forged one must not make us drop the answer
+    /// (the watched service would then never be seen back).
     func noteOwnerChangeWhileRestoring(_ rawMessage: OpaquePointer) {
         guard restoringOwners != nil,
             dbus_message_is_signal(rawMessage, "org.freedesktop.DBus", "NameOwnerChanged") != 0,
+            Self.isFromBusDriver(rawMessage),
             let name = DBusMessage(retaining: rawMessage).firstStringArgument
         else { return }
         restoringOwners?.remove(BusName(trusted: name))

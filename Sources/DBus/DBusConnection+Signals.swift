@@ -58,6 +58,10 @@ extension DBusConnection {
 
     /// Subscribes to `NameOwnerChanged` for `name` and reports its current
     /// owner first (nil when it has none), then every change, on `queue`.
+    ///
+    /// Only the bus driver's word counts: the rule names it as sender, and each signal is
+    /// checked again, since any other process on the bus may send a `NameOwnerChanged` of its
+    /// own making straight to us (a unicast signal passes no match rule of ours).
     package func watchNameOwner(_ name: BusName, handler: @escaping @Sendable (BusName?) -> Void)
         async throws(DBusError) -> DBusSubscription
     {
@@ -65,7 +69,9 @@ extension DBusConnection {
             sender: .bus, path: Self.busPath, interface: .bus, member: "NameOwnerChanged", arg0: name.rawValue)
         let changes = ChangeCounter()
         let subscription = try await subscribe(rule) { message in
-            guard let args = try? message.arguments(), args.count == 3, let newOwner = args[2].stringValue else {
+            guard Self.isFromBusDriver(message.raw), let args = try? message.arguments(), args.count == 3,
+                let newOwner = args[2].stringValue
+            else {
                 return
             }
             changes.count += 1
@@ -100,6 +106,12 @@ extension DBusConnection {
     }
 
     static let busPath = ObjectPath(trusted: "/org/freedesktop/DBus")
+
+    /// Whether the bus driver sent `rawMessage` (the daemon stamps every message with its
+    /// sender's name; no other connection may own `org.freedesktop.DBus`).
+    static func isFromBusDriver(_ rawMessage: OpaquePointer) -> Bool {
+        dbus_message_has_sender(rawMessage, "org.freedesktop.DBus") != 0
+    }
 
     final class SubscriptionHolder: @unchecked Sendable {
         /// Set once on the queue before the subscription can be cancelled there.

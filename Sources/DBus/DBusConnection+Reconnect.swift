@@ -63,6 +63,11 @@ extension DBusConnection {
     /// Whether the connection is waiting to connect again (any thread).
     package var isReconnecting: Bool { onQueue { lifecycle.isReconnecting } }
 
+    /// Whether losing the bus leaves this connection's subscriptions in force: it has a
+    /// reconnect policy and was not closed for good (any thread). A call that failed with
+    /// `disconnected` then met a lost bus, which will be joined again.
+    var survivesBusLoss: Bool { onQueue { reconnection != nil && lifecycle != .closed } }
+
     /// The bus closed the connection, or reading it failed. On `queue`.
     func connectionLost(_ reason: DBusError) {
         guard let reconnection, lifecycle == .open else { return tearDown(reason: reason) }

@@ -46,8 +46,8 @@ extension DBusConnection {
                 _ = try await call(
                     destination: .bus, path: Self.busPath, interface: .bus, member: "AddMatch",
                     arguments: [.string(rule.description)])
-            } catch  where error.code == .disconnected && isReconnecting {
-                // The rule is added to the new bus once connected again.
+            } catch  where error.code == .disconnected && survivesBusLoss {
+                // The rule is added to the new bus once connected again (or was, if that was quick).
             } catch {
                 subscription.cancel()
                 throw error
@@ -58,6 +58,9 @@ extension DBusConnection {
 
     /// Subscribes to `NameOwnerChanged` for `name` and reports its current
     /// owner first (nil when it has none), then every change, on `queue`.
+    ///
+    /// On a connection with a reconnect policy, losing the bus before the owner is known is no
+    /// error: the watch reports no owner, then the owner the new bus names.
     ///
     /// Only the bus driver's word counts: the rule names it as sender, and each signal is
     /// checked again, since any other process on the bus may send a `NameOwnerChanged` of its
@@ -77,7 +80,19 @@ extension DBusConnection {
             changes.count += 1
             handler(newOwner.isEmpty ? nil : BusName(trusted: newOwner))
         }
-        let owner = try await nameOwner(of: name)
+        let owner: BusName?
+        do {
+            owner = try await nameOwner(of: name)
+        } catch  where error.code == .disconnected && survivesBusLoss {
+            // The bus went before it answered (at start, just after Hello, too): the owner is
+            // unknown, as for every watched name while the bus is away, and the new bus is
+            // asked once connected again (`registered(as:)`). Not an error: a reconnecting
+            // connection's subscriptions live on.
+            queue.async {
+                if !subscription.isCancelled.load(ordering: .acquiring), changes.count == 0 { handler(nil) }
+            }
+            return subscription
+        }
         queue.async {
             // A change reported since subscribing is at least as new as this
             // answer: reporting the answer after it would undo it.

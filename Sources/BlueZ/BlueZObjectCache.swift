@@ -12,10 +12,12 @@ package import DBus
 /// messages in the order it sends them) are applied in order, and those sent
 /// before it are dropped, since the reply already contains their effect.
 ///
-/// A failed `GetManagedObjects` is reported (`loadFailed`) and tried again
-/// with a back-off from 250 ms to 30 s for as long as bluetoothd stays on the
-/// bus; `loadError` keeps the last failure (AccessDenied: the bus policy does
-/// not let this user talk to bluetoothd).
+/// A failed `GetManagedObjects` is reported (`loadFailed`) and tried again for as long as
+/// bluetoothd stays on the bus; `loadError` keeps the last failure (AccessDenied: the bus policy
+/// does not let this user talk to bluetoothd). A load that more signals arrive during than it
+/// may hold starts again. Either restart waits first, 100 ms doubling up to 5 s while loads keep
+/// failing or overflowing (`BlueZObjectCache+Restart.swift`): a storm of signals or a failing
+/// bluetoothd cannot make the cache ask for the whole tree in a tight loop.
 ///
 /// The invariant behind `@unchecked Sendable`: `objects`, `generation`,
 /// `isLoaded`, `loadError` and `heldSignals` are touched only on
@@ -64,12 +66,12 @@ package final class BlueZObjectCache: @unchecked Sendable {
     /// Signals received while a load is outstanding (nil when none is).
     private var heldSignals: [(SignalKind, DBusMessage)]?
     /// More held signals than this (a storm during a slow load) start the load again.
-    static let maximumHeldSignals = 4096
-    /// The waits before each new `GetManagedObjects` after a failure (the last one repeats).
-    static let loadRetryDelays: [Duration] = [
-        .milliseconds(250), .milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8), .seconds(16),
-        .seconds(30),
-    ]
+    package static let maximumHeldSignals = 4096
+    /// Loads restarted (after a failure or an overflow) since one last succeeded or bluetoothd
+    /// changed: the back-off's step.
+    private(set) package var restartsInARow = 0
+    /// Runs a restart after its wait; set before ``start()`` (tests stand in for the clock).
+    package var restartTimer: RestartTimer = BlueZObjectCache.sleepingTimer
     private var subscriptions: [DBusSubscription] = []
     /// The interfaces whose `PropertiesChanged` the cache follows; nil for all of them.
     package let propertyInterfaces: [InterfaceName]?
@@ -139,13 +141,14 @@ package final class BlueZObjectCache: @unchecked Sendable {
         isLoaded = false
         loadError = nil
         heldSignals = nil
+        restartsInARow = 0
         if wasLoaded || owner == nil { events(.vanished) }
         guard owner != nil else { return }
-        load(attempt: 0)
+        load()
     }
 
     /// Asks bluetoothd for its whole tree, holding the signals that arrive meanwhile.
-    private func load(attempt: Int) {
+    private func load() {
         generation += 1
         heldSignals = []
         let expected = generation
@@ -159,11 +162,11 @@ package final class BlueZObjectCache: @unchecked Sendable {
                             destination: BlueZNames.service, path: .root, interface: .objectManager,
                             member: "GetManagedObjects")))
             } catch { result = .failure(error) }
-            connection.queue.async { self.finishLoad(result, generation: expected, attempt: attempt) }
+            connection.queue.async { self.finishLoad(result, generation: expected) }
         }
     }
 
-    private func finishLoad(_ result: Result<DBusMessage, DBusError>, generation expected: Int, attempt: Int) {
+    private func finishLoad(_ result: Result<DBusMessage, DBusError>, generation expected: Int) {
         guard expected == generation else { return }
         let held = heldSignals ?? []
         heldSignals = nil
@@ -175,6 +178,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
                 objects = tree
                 isLoaded = true
                 loadError = nil
+                restartsInARow = 0
                 events(.loaded)
                 for (kind, message) in held where message.serial > reply.serial { apply(kind, message) }
                 return
@@ -186,13 +190,21 @@ package final class BlueZObjectCache: @unchecked Sendable {
         loadError = failure
         DBusLog.warning("GetManagedObjects on bluetoothd failed (\(failure)); trying again")
         events(.loadFailed(failure))
-        let delay = Self.loadRetryDelays[min(attempt, Self.loadRetryDelays.count - 1)]
-        Task { [weak self] in
-            try? await Task.sleep(for: delay)
-            guard let self else { return }
-            connection.queue.async {
-                guard expected == self.generation else { return }
-                self.load(attempt: attempt + 1)
+        restartLoad()
+    }
+
+    /// Drops the load under way (its signals too: the next tree has their effect) and starts
+    /// another after the back-off's next wait; signals meanwhile are dropped for the same reason.
+    private func restartLoad() {
+        generation += 1
+        heldSignals = nil
+        restartsInARow += 1
+        let expected = generation
+        let queue = connection.queue
+        restartTimer(Self.restartDelay(afterRestarts: restartsInARow)) { [weak self] in
+            queue.async { [weak self] in
+                guard let self, expected == self.generation else { return }
+                self.load()
             }
         }
     }
@@ -203,7 +215,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
         heldSignals!.append((kind, message))
         if heldSignals!.count > Self.maximumHeldSignals {
             DBusLog.warning("too many signals during GetManagedObjects; loading bluetoothd's tree again")
-            load(attempt: 0)
+            restartLoad()
         }
         return true
     }

@@ -20,8 +20,8 @@ package import DBus
 /// bluetoothd cannot make the cache ask for the whole tree in a tight loop.
 ///
 /// The invariant behind `@unchecked Sendable`: `objects`, `generation`,
-/// `isLoaded`, `loadError` and `heldSignals` are touched only on
-/// `connection.queue`.
+/// `isLoaded`, `loadError`, `heldSignals` and `restartsInARow` are touched only on
+/// `connection.queue`; `restartTimer` is set before ``start()`` and then only read there.
 package final class BlueZObjectCache: @unchecked Sendable {
     /// Interface name → property name → value (variants unwrapped).
     package typealias Interfaces = [String: [String: DBusValue]]

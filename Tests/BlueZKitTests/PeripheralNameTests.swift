@@ -35,4 +35,15 @@ import Testing
         #expect(delegate.names.withLock { $0 } == ["HRM 2"], "reported once")
         #expect(peripheral.name == "HRM 2")
     }
+
+    /// Core Bluetooth's `name` is nil for a device that gave none; bluetoothd's `Alias` then is the
+    /// address with dashes ("C0-FF-EE-00-00-31"), which code that hides unnamed devices would show.
+    @Test func aDeviceWithoutANameHasNoName() async throws {
+        let fixture = try await CentralFixture.make()
+        defer { fixture.bluez.stop() }
+        let beacon = SimulatedPeripheral(address: "C0:FF:EE:00:00:31", serviceUUIDs: ["FEAA"])
+        try fixture.bluez.addPeripheral(beacon)
+        let peripheral = try await firstDiscovery(fixture.central, scanningFor: nil, advertising: beacon)
+        #expect(peripheral.name == nil)
+    }
 }

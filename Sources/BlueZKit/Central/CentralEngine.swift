@@ -241,7 +241,9 @@ final class CentralEngine: @unchecked Sendable {
             scan?.reported[id] = data
         }
         let peripheral = peripheral(for: id, device)
-        manager?.post(.discovered(peripheral, data, rssi: Int(rssi), name: device.name ?? device.alias))
+        // `Name` only: bluetoothd's `Alias` of a device without one is its address with dashes,
+        // and Core Bluetooth's `name` is nil then.
+        manager?.post(.discovered(peripheral, data, rssi: Int(rssi), name: device.name))
     }
 
     // MARK: Retrieving (from any thread but the connection's queue)

@@ -154,6 +154,19 @@ import Testing
         #expect(first?.advertisementData.serviceUUIDs.contains(BluetoothUUID(0x180D)) == true)
     }
 
+    /// Code that connects only to peripherals advertising as connectable (a common iOS idiom)
+    /// must connect: bluetoothd does not say, so a discovery says connectable.
+    @Test func aDiscoveryIsConnectable() async throws {
+        let fixture = try await CentralFixture.make()
+        try fixture.bluez.addPeripheral(Self.heartRateSensor())
+        let stream = fixture.central.discoveries()
+        fixture.central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        var iterator = stream.makeAsyncIterator()
+        let data = try #require(await iterator.next()?.advertisementData)
+        #expect(data.isConnectable == true)
+        #expect((data[CBAdvertisementDataIsConnectable] as? NSNumber)?.boolValue == true)
+    }
+
     @Test func identifiersAreStableAndPerAdapter() async throws {
         let fixture = try await CentralFixture.make()
         let sensor = Self.heartRateSensor()

@@ -311,6 +311,11 @@ final class CentralEngine: @unchecked Sendable {
     }
 
     /// Core Bluetooth's advertisement data from BlueZ's Device1 properties.
+    ///
+    /// `isConnectable` is always true: bluetoothd keeps whether an advertisement was connectable
+    /// to itself (no `Device1` property says it, 5.66 to 5.87), and code that connects only to
+    /// peripherals advertising as connectable must still connect. A connection to one that is
+    /// not stays pending, as with a peripheral out of range.
     static func advertisementData(_ device: BlueZDeviceProperties) -> AdvertisementData {
         var manufacturer: Data? = nil
         if let (company, payload) = device.manufacturerData.min(by: { $0.key < $1.key }) {
@@ -326,7 +331,7 @@ final class CentralEngine: @unchecked Sendable {
             serviceData: serviceData,
             serviceUUIDs: device.uuids.compactMap(BluetoothUUID.init(parsing:)),
             txPowerLevel: device.txPower.map(Int.init),
-            isConnectable: nil,
+            isConnectable: true,
             solicitedServiceUUIDs: solicited(device.advertisingData))
     }
 

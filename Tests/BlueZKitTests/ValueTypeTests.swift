@@ -10,8 +10,8 @@ struct ValueTypeTests {
             (.extendedProperties, 0x80), (.notifyEncryptionRequired, 0x100), (.indicateEncryptionRequired, 0x200),
         ]
         for (property, raw) in table { #expect(property.rawValue == raw, "\(property)") }
-        #expect(CharacteristicProperties([.read, .notify]).description == "[read, notify]")
-        #expect(CharacteristicProperties(rawValue: 0x402).description == "[read, 0x400]")
+        #expect(CharacteristicProperties([.read, .notify]).names == ["read", "notify"])
+        #expect(CharacteristicProperties(rawValue: 0x402).names == ["read", "0x400"])
     }
 
     @Test func attributePermissionsHaveCoreBluetoothsRawValues() {
@@ -20,16 +20,17 @@ struct ValueTypeTests {
         #expect(AttributePermissions.readEncryptionRequired.rawValue == 4)
         #expect(AttributePermissions.writeEncryptionRequired.rawValue == 8)
         #expect(
-            AttributePermissions([.readable, .writeEncryptionRequired]).description
-                == "[readable, writeEncryptionRequired]")
+            AttributePermissions([.readable, .writeEncryptionRequired]).names
+                == ["readable", "writeEncryptionRequired"])
     }
 
     @Test func writeTypeAndStateHaveCoreBluetoothsRawValues() {
         #expect(CharacteristicWriteType.withResponse.rawValue == 0)
         #expect(CharacteristicWriteType.withoutResponse.rawValue == 1)
         #expect(ManagerState.allCases.map(\.rawValue) == [0, 1, 2, 3, 4, 5])
+        // Swift's own text for an enum case: Core Bluetooth's CBManagerState has no description.
         #expect(
-            ManagerState.allCases.map(\.description)
+            ManagerState.allCases.map { "\($0)" }
                 == ["unknown", "resetting", "unsupported", "unauthorized", "poweredOff", "poweredOn"])
         #expect(ManagerState(rawValue: 5) == .poweredOn)
         #expect(ManagerState(rawValue: 6) == nil)
@@ -79,4 +80,22 @@ struct ValueTypeTests {
         #expect(!(BluetoothError.invalidHandle ~= error))
         #expect(ATTError.invalidHandle ~= error)
     }
+
+    /// Apps describe Core Bluetooth's enumerations and option sets themselves, since Apple's
+    /// have no description; BlueZKit's must not have one either, or the app's would be ignored.
+    @Test func anAppsOwnDescriptionIsTheOneUsed() {
+        #expect("\(CharacteristicWriteType.withoutResponse)" == "app: no response")
+        #expect(String(describing: CharacteristicProperties.notify) == "app: properties 16")
+        #expect(!(ManagerState.poweredOn is any CustomStringConvertible))
+        #expect(!(AttributePermissions.readable is any CustomStringConvertible))
+    }
+}
+
+// What an app ported from iOS has (Apple's types have no description of their own).
+extension CharacteristicWriteType: CustomStringConvertible {
+    var description: String { self == .withResponse ? "app: response" : "app: no response" }
+}
+
+extension CharacteristicProperties: CustomStringConvertible {
+    var description: String { "app: properties \(rawValue)" }
 }

@@ -53,10 +53,14 @@ public struct CharacteristicProperties: OptionSet, Hashable, Sendable, Codable {
     public static let indicateEncryptionRequired = CharacteristicProperties(rawValue: 0x200)
 }
 
-extension CharacteristicProperties: CustomStringConvertible {
-    /// The names of the properties in the set, for logs, such as
-    /// `"[read, notify]"`; unknown bits appear as a hexadecimal remainder.
-    public var description: String {
+extension CharacteristicProperties {
+    /// Linux: the names of the properties in the set, for logs, such as `["read", "notify"]`;
+    /// unknown bits come last as a hexadecimal remainder ("0x400").
+    ///
+    /// Not a `description`: Core Bluetooth's `CBCharacteristicProperties` has none, and apps
+    /// give it their own (`extension CBCharacteristicProperties: CustomStringConvertible`), which
+    /// must be the one their logs print.
+    public var names: [String] {
         let names: [(CharacteristicProperties, String)] = [
             (.broadcast, "broadcast"), (.read, "read"),
             (.writeWithoutResponse, "writeWithoutResponse"), (.write, "write"),
@@ -71,6 +75,6 @@ extension CharacteristicProperties: CustomStringConvertible {
         if rawValue & ~known != 0 {
             parts.append("0x" + String(rawValue & ~known, radix: 16))
         }
-        return "[" + parts.joined(separator: ", ") + "]"
+        return parts
     }
 }

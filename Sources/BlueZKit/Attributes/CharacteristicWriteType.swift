@@ -3,19 +3,11 @@
 ///
 /// The raw values are Core Bluetooth's. The corresponding BlueZ write types
 /// are `request` and `command`.
-public enum CharacteristicWriteType: Int, Hashable, Sendable, CaseIterable, Codable, CustomStringConvertible {
+public enum CharacteristicWriteType: Int, Hashable, Sendable, CaseIterable, Codable {
     /// Write and wait for the peripheral to confirm (0); the result arrives in
     /// `peripheral(_:didWriteValueFor:error:)`.
     case withResponse = 0
     /// Write without a confirmation (1); nothing reports success. Writes wait their turn
     /// rather than being dropped: see ``Peripheral/canSendWriteWithoutResponse``.
     case withoutResponse = 1
-
-    /// The case name, for logs.
-    public var description: String {
-        switch self {
-        case .withResponse: "withResponse"
-        case .withoutResponse: "withoutResponse"
-        }
-    }
 }

@@ -85,7 +85,7 @@ public class Characteristic: @unchecked Sendable, Hashable, CustomStringConverti
     /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     /// The UUID and properties.
-    public var description: String { "Characteristic(\(uuid), \(properties))" }
+    public var description: String { "Characteristic(\(uuid), \(properties.names))" }
 }
 
 /// A descriptor of a remote characteristic, as Core Bluetooth's `CBDescriptor`.

@@ -35,11 +35,11 @@ public struct AttributePermissions: OptionSet, Hashable, Sendable, Codable {
     public static let writeEncryptionRequired = AttributePermissions(rawValue: 0x08)
 }
 
-extension AttributePermissions: CustomStringConvertible {
-    /// The names of the permissions in the set, for logs, such as
-    /// `"[readable, writeEncryptionRequired]"`; unknown bits appear as a
-    /// hexadecimal remainder.
-    public var description: String {
+extension AttributePermissions {
+    /// Linux: the names of the permissions in the set, for logs, such as
+    /// `["readable", "writeEncryptionRequired"]`; unknown bits come last as a hexadecimal
+    /// remainder. Not a `description`, as Core Bluetooth's `CBAttributePermissions` has none.
+    public var names: [String] {
         let names: [(AttributePermissions, String)] = [
             (.readable, "readable"), (.writeable, "writeable"),
             (.readEncryptionRequired, "readEncryptionRequired"),
@@ -50,6 +50,6 @@ extension AttributePermissions: CustomStringConvertible {
         if rawValue & ~known != 0 {
             parts.append("0x" + String(rawValue & ~known, radix: 16))
         }
-        return "[" + parts.joined(separator: ", ") + "]"
+        return parts
     }
 }

@@ -118,7 +118,7 @@ public final class MutableCharacteristic: Characteristic, @unchecked Sendable {
     func setSubscribedCentrals(_ centrals: [Central]) { subscribers.withLock { $0 = centrals } }
 
     /// The UUID and properties.
-    public override var description: String { "MutableCharacteristic(\(uuid), \(properties))" }
+    public override var description: String { "MutableCharacteristic(\(uuid), \(properties.names))" }
 }
 
 /// A descriptor to publish, with a static value, as Core Bluetooth's `CBMutableDescriptor`: a

@@ -10,7 +10,7 @@
 /// reachable yet (the manager connects again by itself), gives ``resetting``, no adapter gives
 /// ``unsupported``, the bus refusing access gives ``unauthorized``, and the
 /// adapter's `Powered` property gives ``poweredOff`` or ``poweredOn``.
-public enum ManagerState: Int, Hashable, Sendable, CaseIterable, Codable, CustomStringConvertible {
+public enum ManagerState: Int, Hashable, Sendable, CaseIterable, Codable {
     /// The state is not known yet; an update follows (0).
     case unknown = 0
     /// The connection to the Bluetooth service was lost and is being
@@ -25,16 +25,4 @@ public enum ManagerState: Int, Hashable, Sendable, CaseIterable, Codable, Custom
     case poweredOff = 4
     /// The adapter is on and ready (5).
     case poweredOn = 5
-
-    /// The case name, for logs.
-    public var description: String {
-        switch self {
-        case .unknown: "unknown"
-        case .resetting: "resetting"
-        case .unsupported: "unsupported"
-        case .unauthorized: "unauthorized"
-        case .poweredOff: "poweredOff"
-        case .poweredOn: "poweredOn"
-        }
-    }
 }

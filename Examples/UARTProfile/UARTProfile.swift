@@ -1,5 +1,4 @@
 public import BlueZKit
-public import Foundation
 
 /// The Nordic UART Service (NUS) as the UART bridge uses it: a byte pipe in each direction over
 /// GATT, and the PSM of an L2CAP channel for bulk data.

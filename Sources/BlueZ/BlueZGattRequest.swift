@@ -61,6 +61,12 @@ package struct BlueZGattRequest: Sendable {
             writeType: options["type"]?.stringValue, prepareAuthorize: options["prepare-authorize"]?.boolValue ?? false)
     }
 
+    /// The method call itself, for tests that watch how long it is kept.
+    package var invocationObject: AnyObject { invocation }
+
+    /// Whether an answer was given already.
+    package var isAnswered: Bool { invocation.isAnswered }
+
     /// Answers a read with `value`, or a write with success (pass an empty value).
     package func respond(_ value: [UInt8] = []) {
         invocation.reply(invocation.message.member?.rawValue == "ReadValue" ? [.bytes(value)] : [])

@@ -1,4 +1,5 @@
 import BlueZ
+import Dispatch
 public import Foundation
 import Locking
 
@@ -24,7 +25,13 @@ public final class Central: Sendable, Hashable, CustomStringConvertible {
 
 /// A read or write request from a central, answered with ``PeripheralManager/respond(to:withResult:)``.
 ///
-/// The invariant behind `@unchecked Sendable`: `value` sits behind a `PosixMutex`.
+/// A request that waits for an answer holds one timer, which ``PeripheralManager/respond(to:withResult:)``
+/// cancels; when it fires first, the central gets `unlikelyError`. A request released without an
+/// answer (nothing holds it any more) is answered `unlikelyError` at once. A write without
+/// response, acknowledged by bluetoothd before the app sees it, holds neither.
+///
+/// The invariant behind `@unchecked Sendable`: `value` sits behind a `PosixMutex`; the timer is
+/// immutable and dispatch sources are thread-safe.
 public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
     /// Who asked.
     public let central: Central
@@ -32,21 +39,59 @@ public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
     public let characteristic: MutableCharacteristic
     /// The offset into the value.
     public let offset: Int
-    let bluez: BlueZGattRequest
+    /// bluetoothd's request, to answer; nil when bluetoothd answered it already.
+    let bluez: BlueZGattRequest?
     private let storage: PosixMutex<Data?>
+    /// Answers `unlikelyError` when it fires; cancelled by the answer (cancelling is thread-safe
+    /// and may be repeated). Its handler holds the request weakly.
+    private let timer: (any DispatchSourceTimer)?
 
-    init(central: Central, characteristic: MutableCharacteristic, offset: Int, value: Data?, bluez: BlueZGattRequest) {
+    /// A request; with `bluez`, it is answered `unlikelyError` after `timeout` (on `queue`)
+    /// unless answered before.
+    init(
+        central: Central, characteristic: MutableCharacteristic, offset: Int, value: Data?, bluez: BlueZGattRequest?,
+        timeout: Duration, queue: DispatchQueue
+    ) {
         self.central = central
         self.characteristic = characteristic
         self.offset = offset
         self.bluez = bluez
         self.storage = PosixMutex(value)
+        guard bluez != nil else {
+            timer = nil
+            return
+        }
+        let source = DispatchSource.makeTimerSource(queue: queue)
+        timer = source
+        source.schedule(deadline: .now() + timeout.dispatchInterval)
+        // Weakly: the timer must not keep the request (and bluetoothd's message) alive.
+        source.setEventHandler { [weak self] in self?.answer(.unlikelyError) }
+        source.resume()
     }
 
     /// For a read, set the value to answer with (from `offset` on); for a write, the value written.
     public var value: Data? {
         get { storage.withLock { $0 } }
         set { storage.withLock { $0 = newValue } }
+    }
+
+    /// Whether an answer was given (or none is due: a write without response).
+    var isAnswered: Bool { bluez?.isAnswered ?? true }
+
+    /// Answers bluetoothd (the first answer only) and cancels the timer.
+    func answer(_ result: ATTError.Code) {
+        timer?.cancel()
+        guard let bluez else { return }
+        if result == .success {
+            bluez.respond(Array(value ?? Data()))
+        } else {
+            bluez.fail(with: result)
+        }
+    }
+
+    deinit {
+        timer?.cancel()
+        bluez?.fail(with: .unlikelyError)
     }
 
     /// The characteristic, offset and value length.

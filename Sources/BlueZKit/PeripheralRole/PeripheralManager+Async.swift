@@ -61,9 +61,10 @@ extension PeripheralManager {
     ///
     /// Answer each request once, with ``respond(to:withResult:)``, from the delegate or from the
     /// stream's consumer: the first answer goes to bluetoothd and later ones are ignored. A request
-    /// that nobody answers is answered with `unlikelyError` after 20 seconds. Requests arrive in
-    /// order, on the manager's queue's schedule; a consumer that falls behind keeps the newest 256
-    /// (the others are answered by that timeout, or were writes without response). While neither
+    /// that nobody answers is answered with `unlikelyError` after 20 seconds, or at once when
+    /// nothing holds it any more. Requests arrive in order, on the manager's queue's schedule; a
+    /// consumer that falls behind keeps the newest 256 (the others are released, so answered
+    /// `unlikelyError`, or were writes without response). While neither
     /// a delegate nor a stream is there, reads and writes are answered `requestNotSupported`.
     public func requests() -> AsyncStream<PeripheralManagerRequest> {
         AsyncStream(bufferingPolicy: .bufferingNewest(256)) { continuation in

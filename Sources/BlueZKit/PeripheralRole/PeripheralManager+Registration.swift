@@ -97,7 +97,8 @@ extension PeripheralManager {
                     return request.respond(Array(staticValue.dropFirst(Int(request.offset))))
                 }
                 guard let self else { return request.fail(with: .unlikelyError) }
-                let attRequest = self.request(request, characteristic, adapterAddress: adapterAddress, value: nil)
+                let attRequest = self.request(
+                    request, characteristic, adapterAddress: adapterAddress, value: nil, answered: false)
                 self.queue.async { self.deliver(.read(attRequest), answeredAlready: false) }
             },
             onWrite: { [weak self] request, value in
@@ -108,14 +109,23 @@ extension PeripheralManager {
                 // A Prepare Write to be queued: allowed here; the app gets the value once the
                 // central executes the queue (bluetoothd then writes each part with its offset).
                 if request.prepareAuthorize { return request.respond() }
-                let attRequest = self.request(
-                    request, characteristic, adapterAddress: adapterAddress, value: Data(value))
                 // bluetoothd 5.66 sends no `type` and does not wait for the answer to any write of a
                 // characteristic that has write-without-response (its owner queue is NULL).
                 let withoutResponse =
                     request.writeType == "command" || characteristic.properties.contains(.writeWithoutResponse)
                 if withoutResponse { request.respond() }
-                self.queue.async { self.deliver(.write([attRequest]), answeredAlready: withoutResponse) }
+                let attRequest = self.request(
+                    request, characteristic, adapterAddress: adapterAddress, value: Data(value),
+                    answered: withoutResponse)
+                guard withoutResponse else {
+                    return self.queue.async { self.deliver(.write([attRequest]), answeredAlready: false) }
+                }
+                // Acknowledged already, so the central does not wait for the app: bounded.
+                guard self.writesWithoutResponse.admit() else { return }
+                self.queue.async {
+                    self.writesWithoutResponse.delivered()
+                    self.deliver(.write([attRequest]), answeredAlready: true)
+                }
             },
             onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
             notifySockets: Self.offersNotifySockets(characteristic, features) ? notifySockets(for: characteristic) : nil
@@ -127,19 +137,21 @@ extension PeripheralManager {
         request.fail(with: code)
     }
 
+    /// The app's request for `request`; `answered` when bluetoothd was answered already (a
+    /// write without response), so that the request holds neither bluetoothd's message nor a timer.
     private func request(
-        _ request: BlueZGattRequest, _ characteristic: MutableCharacteristic, adapterAddress: String, value: Data?
+        _ request: BlueZGattRequest, _ characteristic: MutableCharacteristic, adapterAddress: String, value: Data?,
+        answered: Bool
     ) -> ATTRequest {
         let address = request.deviceAddress ?? CentralSubscriptions.unknownAddress
         centralWasActive(address: address, mtu: request.mtu.map(Int.init))
         let central = self.central(address: address, adapter: adapterAddress)
-        // An app that never answers must not leave the central waiting for bluetoothd's timeout.
+        // An app that never answers must not leave the central waiting for bluetoothd's timeout:
+        // the request's own timer, cancelled by its answer.
         let timeout = engine.sync { $0.requestTimeout }
-        queue.asyncAfter(deadline: .now() + timeout.dispatchInterval) {
-            request.fail(with: .unlikelyError)
-        }
         return ATTRequest(
-            central: central, characteristic: characteristic, offset: Int(request.offset), value: value, bluez: request)
+            central: central, characteristic: characteristic, offset: Int(request.offset), value: value,
+            bluez: answered ? nil : request, timeout: timeout, queue: queue)
     }
 
     /// Publishes every added service and the advertisement again, after bluetoothd restarted or

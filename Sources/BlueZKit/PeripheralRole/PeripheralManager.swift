@@ -52,6 +52,8 @@ public final class PeripheralManager: @unchecked Sendable {
     private let reportedState = PosixMutex(ManagerState.unknown)
     /// The consumers of ``requests()``, by stream.
     let requestStreams = PosixMutex(RequestStreams())
+    /// Writes without response on their way to `queue`, at most 1024.
+    let writesWithoutResponse = WriteWithoutResponseBacklog()
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
     /// Saving and restoring state, when created with a restore identifier.
@@ -280,8 +282,7 @@ public final class PeripheralManager: @unchecked Sendable {
     /// kinds as two characteristics. The manager logs a warning the first time it publishes
     /// such a characteristic.
     public func respond(to request: ATTRequest, withResult result: ATTError.Code) {
-        guard result == .success else { return request.bluez.fail(with: result) }
-        request.bluez.respond(Array(request.value ?? Data()))
+        request.answer(result)
     }
 
     // MARK: Internals

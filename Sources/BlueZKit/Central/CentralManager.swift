@@ -32,6 +32,8 @@ public final class CentralManager: @unchecked Sendable {
     let restoration: ManagerRestoration<CentralRestorationRecord>?
     /// Callers of the async API waiting for events.
     let waiters = AsyncWaiters()
+    /// Events and notifications on their way to `queue`, in order and bounded.
+    let deliveries = CentralDeliveryBacklog()
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
 
@@ -280,48 +282,83 @@ public final class CentralManager: @unchecked Sendable {
         case disconnectedReconnecting(BluetoothError)
     }
 
-    /// Applies `event` on `queue`: model state first, then the delegate and the streams.
+    /// Applies `event` on `queue`, after what was posted before it: model state first, then the
+    /// delegate and the streams (through ``deliveries``; a discovery may be dropped there).
     func post(_ event: Event) {
-        queue.async { [self] in
-            switch event {
-            case .state(let newState):
-                shared.withLock { shared in
-                    shared.state = newState
-                    if newState != .poweredOn && shared.isScanning {
-                        // The scan ends with bluetoothd or the adapter; it resumes when they are back.
-                        shared.isScanning = false
-                        shared.scanToResume = shared.scan
-                    }
-                }
-                delegate?.centralManagerDidUpdateState(self)
-                if newState == .poweredOn { resumeRestoredScan() }
-            case .restored(let peripherals, let scan):
-                deliverRestoredState(peripherals, scan: scan)
-            case .discovered(let peripheral, let data, let rssi, let name):
-                let (streams, scanning) = shared.withLock { (Array($0.scanStreams.values), $0.isScanning) }
-                guard scanning else { return }
-                peripheral.update(name: name)
-                delegate?.centralManager(
-                    self, didDiscover: peripheral, advertisementData: data.dictionary, rssi: NSNumber(value: rssi))
-                for stream in streams {
-                    stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi))
-                }
-            case .link(let peripheral, let change):
-                deliver(change, for: peripheral)
-                waiters.linkChanged(peripheral, change)
-            case .gatt(let peripheral, let change):
-                deliver(change, for: peripheral)
-                waiters.gattChanged(change, peripheral: peripheral)
-                // Values change nothing that restoration keeps.
-                if case .value = change { return }
-            }
-            saveState()
+        enqueue(.event(event))
+    }
+
+    /// Hands `entry` to the backlog, and a drain block to `queue` unless one is there already.
+    private func enqueue(_ entry: CentralDeliveryBacklog.Entry) {
+        let admission = deliveries.add(entry)
+        if admission.firstDrop {
+            BlueZLog.warning(
+                "the delegate queue falls behind: waiting notifications (\(CentralDeliveryBacklog.notificationLimit) "
+                    + "per characteristic) or discoveries (\(CentralDeliveryBacklog.discoveryLimit) per peripheral) "
+                    + "are dropped, oldest first")
         }
+        if admission.startDrain { queue.async { [self] in drainDeliveries() } }
+    }
+
+    /// Delivers what waits, in order, on `queue`; after 64 entries it yields the queue to other
+    /// work and continues in a new block.
+    private func drainDeliveries() {
+        for _ in 0..<64 {
+            let (entry, dropped) = deliveries.next()
+            guard let entry else {
+                if dropped > 0 { BlueZLog.warning("\(dropped) notifications or discoveries were dropped") }
+                return
+            }
+            switch entry {
+            case .event(let event): apply(event)
+            case .notification(let value, let characteristic, let peripheral):
+                deliverNotification(value, of: characteristic, from: peripheral)
+            }
+        }
+        queue.async { [self] in drainDeliveries() }
+    }
+
+    /// Applies `event` (on `queue`).
+    private func apply(_ event: Event) {
+        switch event {
+        case .state(let newState):
+            shared.withLock { shared in
+                shared.state = newState
+                if newState != .poweredOn && shared.isScanning {
+                    // The scan ends with bluetoothd or the adapter; it resumes when they are back.
+                    shared.isScanning = false
+                    shared.scanToResume = shared.scan
+                }
+            }
+            delegate?.centralManagerDidUpdateState(self)
+            if newState == .poweredOn { resumeRestoredScan() }
+        case .restored(let peripherals, let scan):
+            deliverRestoredState(peripherals, scan: scan)
+        case .discovered(let peripheral, let data, let rssi, let name):
+            let (streams, scanning) = shared.withLock { (Array($0.scanStreams.values), $0.isScanning) }
+            guard scanning else { return }
+            peripheral.update(name: name)
+            delegate?.centralManager(
+                self, didDiscover: peripheral, advertisementData: data.dictionary, rssi: NSNumber(value: rssi))
+            for stream in streams {
+                stream.yield(Discovery(peripheral: peripheral, advertisementData: data, rssi: rssi))
+            }
+        case .link(let peripheral, let change):
+            deliver(change, for: peripheral)
+            waiters.linkChanged(peripheral, change)
+        case .gatt(let peripheral, let change):
+            deliver(change, for: peripheral)
+            waiters.gattChanged(change, peripheral: peripheral)
+            // Values change nothing that restoration keeps.
+            if case .value = change { return }
+        }
+        saveState()
     }
 
     /// Posts a notification that arrived on the bus queue (`StartNotify`'s `PropertiesChanged`):
-    /// what `post(.gatt(peripheral, .value(…)))` does, the same hop in the same order, without
-    /// the event's switch.
+    /// what `post(.gatt(peripheral, .value(…)))` does, through the same backlog in the same
+    /// order, without the event's switch. At most 128 values of one characteristic wait; a newer
+    /// one drops the oldest (see ``CentralDeliveryBacklog``).
     ///
     /// Always `async`, never `sync` from the connection's reading thread (which would save a
     /// thread wake-up per value, as the `AcquireNotify` socket's own reader does): that thread
@@ -329,7 +366,7 @@ public final class CentralManager: @unchecked Sendable {
     /// that blocks that queue until a bus call completes, and would stall every other manager
     /// on the connection behind a slow delegate.
     func postNotification(_ value: Data, of characteristic: Characteristic, from peripheral: Peripheral) {
-        queue.async { [self] in deliverNotification(value, of: characteristic, from: peripheral) }
+        enqueue(.notification(value, characteristic, peripheral))
     }
 
     /// Delivers a notification that arrived on the queue itself (an `AcquireNotify` socket read

@@ -141,7 +141,8 @@ import Testing
             try await waitUntil("subscribed") { fixture.measurement.isNotifying && measurement.isNotifying }
             fixture.measurement.notify([0x00, 60])
             try await waitUntil("a value before the kill") { first.events.contains("value 2A37 003c") }
-            #expect(CentralManager.savedRestoreIdentifiers(in: fixture.store) == ["door-lock"])
+            // Saved on the restoration writer's queue, within a second.
+            try await waitUntil("saved") { CentralManager.savedRestoreIdentifiers(in: fixture.store) == ["door-lock"] }
         }
         // The first manager is gone (its bus connection closed, as when a process is killed);
         // bluetoothd keeps the link.

@@ -19,11 +19,12 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
     let store: RestorationStore
     private let role: RestorationStore.Role
     private let state: PosixMutex<State>
+    /// Writes the saved state, coalesced, off the manager's queue; nil without a claim.
+    let writer: RestorationWriter<Record>?
 
     private struct State: Sendable {
         var claim: RestorationClaim?
         var saved: Record?
-        var lastWritten: Record?
         var error: RestorationError?
     }
 
@@ -39,16 +40,24 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
             BlueZLog.warning("restore identifier \(String(reflecting: identifier)): \(error)")
             initial.error = error
             state = PosixMutex(initial)
+            writer = nil
             return
         }
         do throws(RestorationError) {
             initial.saved = try store.load(Record.self, role: role, for: identifier)
-            initial.lastWritten = initial.saved
         } catch {
             BlueZLog.warning("saved state of \(String(reflecting: identifier)) ignored: \(error)")
             initial.error = error
         }
         state = PosixMutex(initial)
+        writer = RestorationWriter(lastWritten: initial.saved, label: "bluezkit.restoration") { record in
+            Self.write(record, store: store, role: role, identifier: identifier)
+        }
+    }
+
+    /// The last state is written before the claim on the identifier goes.
+    deinit {
+        writer?.flush()
     }
 
     /// True when another live manager holds the identifier: this one must not run.
@@ -66,23 +75,28 @@ final class ManagerRestoration<Record: RestorationRecord>: Sendable {
     }
 
     /// Saves `record` when it differs from what was written last (removes the saved state when
-    /// `record` is empty).
+    /// `record` is empty): on the writer's queue, at most once a second, the newest state (see
+    /// ``RestorationWriter``).
     func save(_ record: Record) {
-        let write: Bool = state.withLock { state in
-            guard state.claim != nil, state.lastWritten != record else { return false }
-            state.lastWritten = record
-            return true
-        }
-        guard write else { return }
+        writer?.submit(record)
+    }
+
+    /// Writes `record` (or removes the file for an empty one); false, logged, when that failed.
+    private static func write(
+        _ record: Record, store: RestorationStore, role: RestorationStore.Role, identifier: String
+    )
+        -> Bool
+    {
         do throws(RestorationError) {
             if record.isEmpty {
                 try store.removeState(for: identifier)
             } else {
                 try store.save(record, role: role, for: identifier)
             }
+            return true
         } catch {
             BlueZLog.warning("could not save the state of \(String(reflecting: identifier)): \(error)")
-            state.withLock { $0.lastWritten = nil }
+            return false
         }
     }
 }

@@ -145,6 +145,13 @@ let package = Package(
             path: "Benchmarks/WakeupFloor",
             swiftSettings: strictSettings
         ),
+        // Memory and state-file writes under a flooding peer (Scripts/benchmark --only flood).
+        .executableTarget(
+            name: "FloodBenchmark",
+            dependencies: ["BlueZKit", "BlueZKitTesting"],
+            path: "Benchmarks/FloodBenchmark",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],

@@ -3,7 +3,9 @@ import Foundation
 /// State restoration keyed by restore identifiers (Core Bluetooth's
 /// `CBCentralManagerOptionRestoreIdentifierKey`), on Linux.
 ///
-/// A manager created with a restore identifier saves, after every change, the scan it runs
+/// A manager created with a restore identifier saves (on its own queue, at most once a second,
+/// and once more when released: a process killed within a second of a change may restore the
+/// state from before it), after every change, the scan it runs
 /// and the peripherals it is connected to or waits for, with their discovered services and
 /// subscriptions (``RestorationStore``, one file per identifier). When a later process creates
 /// a manager with the same identifier, the first delegate call is

@@ -5,7 +5,7 @@ public struct CentralManagerOptions: Sendable, Hashable {
     /// Accepted for source compatibility and ignored: Linux has no system power alert.
     public var showPowerAlert: Bool
     /// The restore identifier (`CBCentralManagerOptionRestoreIdentifierKey`): the manager saves
-    /// its state under it on every change, and a later manager created with it gets that state
+    /// its state under it on every change (at most once a second), and a later manager created with it gets that state
     /// back (`willRestoreState`). Any string works; it is a key, never a path.
     public var restoreIdentifier: String?
     /// Where restored state is kept; nil for ``RestorationStore/standard`` (the XDG state directory).

@@ -4,7 +4,10 @@ import Foundation
 /// `CBPeripheralManagerOptionRestoreIdentifierKey`), on Linux.
 ///
 /// A manager created with a restore identifier saves its published services, the centrals
-/// subscribed to their characteristics and its advertisement after every change. A later
+/// subscribed to their characteristics and its advertisement after every change: on its own
+/// queue, at most once a second (a burst of changes is one write of the newest state), and
+/// once more when the manager is released. A process killed within a second of a change may
+/// therefore restore the state from before that change. A later
 /// manager with the same identifier gets
 /// ``PeripheralManagerDelegate/peripheralManager(_:willRestoreState:)`` first, then publishes
 /// the services and advertises again on its own once the adapter is powered on.

@@ -3,9 +3,9 @@ public struct PeripheralManagerOptions: Sendable {
     /// Accepted for source compatibility and ignored: Linux has no system power alert.
     public var showPowerAlert: Bool
     /// The restore identifier (`CBPeripheralManagerOptionRestoreIdentifierKey`): the manager saves
-    /// its published services and advertisement under it on every change, and a later manager
-    /// created with it gets them back (`willRestoreState`). Any string works; it is a key, never
-    /// a path.
+    /// its published services and advertisement under it on every change (at most once a
+    /// second), and a later manager created with it gets them back (`willRestoreState`). Any
+    /// string works; it is a key, never a path.
     public var restoreIdentifier: String?
     /// Where restored state is kept; nil for ``RestorationStore/standard`` (the XDG state directory).
     public var restorationStore: RestorationStore?

@@ -34,8 +34,13 @@ final class CentralDeliveryBacklog: Sendable {
         var head = 0
         /// The sequence number of `entries[0]` (entries before it were taken).
         var firstSequence = 0
-        /// The sequence numbers of waiting entries, by the characteristic or peripheral they bound.
+        /// The sequence numbers of waiting entries, by the characteristic or peripheral they
+        /// bound; kept only while more entries wait than the smallest limit (`indexed`): with
+        /// fewer, no limit can be reached, and steady traffic costs no hashing.
         var waiting: [ObjectIdentifier: [Int]] = [:]
+        var indexed = false
+        /// Entries waiting (dropped ones not counted).
+        var live = 0
         /// A drain block is scheduled or running.
         var draining = false
         var droppedNotifications = 0
@@ -59,17 +64,20 @@ final class CentralDeliveryBacklog: Sendable {
         return state.withLock { state in
             let sequence = state.firstSequence + state.entries.count
             state.entries.append((entry, key))
+            state.live += 1
             var firstDrop = false
-            if let key {
+            if !state.indexed, state.live > Self.discoveryLimit {
+                Self.index(&state)
+            } else if state.indexed, let key {
                 state.waiting[key, default: []].append(sequence)
-                if let count = state.waiting[key]?.count, count > limit,
-                    let oldest = state.waiting[key]?.removeFirst()
-                {
-                    state.entries[oldest - state.firstSequence] = nil
-                    if isNotification { state.droppedNotifications += 1 } else { state.droppedDiscoveries += 1 }
-                    state.droppedSinceLog += 1
-                    firstDrop = state.droppedSinceLog == 1
-                }
+            }
+            // Only while indexed: with fewer entries waiting, no limit can be reached.
+            if state.indexed, let key, let oldest = Self.dropOldest(&state.waiting[key, default: []], limit: limit) {
+                state.entries[oldest - state.firstSequence] = nil
+                state.live -= 1
+                if isNotification { state.droppedNotifications += 1 } else { state.droppedDiscoveries += 1 }
+                state.droppedSinceLog += 1
+                firstDrop = state.droppedSinceLog == 1
             }
             defer { state.draining = true }
             return Admission(startDrain: !state.draining, firstDrop: firstDrop)
@@ -86,14 +94,14 @@ final class CentralDeliveryBacklog: Sendable {
                 state.entries[state.head] = nil
                 state.head += 1
                 guard let slot else { continue }
-                if let key = slot.key {
-                    state.waiting[key]?.removeFirst()
-                    if state.waiting[key]?.isEmpty == true { state.waiting[key] = nil }
-                }
+                state.live -= 1
+                if state.indexed, let key = slot.key { state.waiting[key]?.removeFirst() }
                 Self.compact(&state)
                 return (slot.entry, 0)
             }
             state.entries.removeAll(keepingCapacity: state.entries.count <= 1024)
+            state.waiting.removeAll(keepingCapacity: true)
+            state.indexed = false
             state.firstSequence += state.head
             state.head = 0
             state.draining = false
@@ -108,7 +116,21 @@ final class CentralDeliveryBacklog: Sendable {
     }
 
     /// How many entries wait (dropped ones not counted).
-    var count: Int { state.withLock { state in state.entries[state.head...].count { $0 != nil } } }
+    var count: Int { state.withLock { $0.live } }
+
+    /// The oldest of a key's waiting list, removed, when the list is longer than `limit`.
+    private static func dropOldest(_ list: inout [Int], limit: Int) -> Int? {
+        list.count > limit ? list.removeFirst() : nil
+    }
+
+    /// Builds `waiting` from the entries that wait.
+    private static func index(_ state: inout State) {
+        for position in state.head..<state.entries.count {
+            guard let key = state.entries[position]?.key else { continue }
+            state.waiting[key, default: []].append(state.firstSequence + position)
+        }
+        state.indexed = true
+    }
 
     /// Drops taken slots at the front once they are the larger part of the array.
     private static func compact(_ state: inout State) {

@@ -1,4 +1,4 @@
-package import Foundation
+import Foundation
 import Locking
 
 /// A live manager's hold on a restore identifier in one store directory.

@@ -82,6 +82,36 @@ import Testing
         #expect(recorder.results.withLock { $0.last } == "operationNotSupported")
     }
 
+    /// Reads again from `didReadRSSI`, as iOS code does to follow the signal, `limit` times.
+    final class RSSIFollower: PeripheralDelegate, @unchecked Sendable {
+        let answers = PosixMutex<[ContinuousClock.Instant]>([])
+        let limit: Int
+        init(limit: Int) { self.limit = limit }
+        func peripheral(_ peripheral: Peripheral, didReadRSSI RSSI: Int, error: (any Error)?) {
+            let count = answers.withLock {
+                $0.append(.now)
+                return $0.count
+            }
+            if count < limit { peripheral.readRSSI() }
+        }
+    }
+
+    /// Answers are paced like a radio read's (at most one every 50 ms), so following the
+    /// signal from `didReadRSSI` does not spin a core.
+    @Test func readingAgainFromTheAnswerIsPaced() async throws {
+        let fixture = try await CentralFixture.make()
+        let (_, peripheral) = try await CentralManagerConnectTests.discoverSensor(fixture)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected") { peripheral.state == .connected }
+        let follower = RSSIFollower(limit: 11)
+        peripheral.delegate = follower
+        peripheral.readRSSI()
+        try await waitUntil("11 answers", timeout: .seconds(20)) { follower.answers.withLock { $0.count } == 11 }
+        let answers = follower.answers.withLock { $0 }
+        // Ten intervals at least between the first answer and the eleventh (load only adds).
+        #expect(answers[10] - answers[0] >= .milliseconds(500))
+    }
+
     /// Code written with Core Bluetooth's names compiles unchanged.
     @Test func coreBluetoothNamesCompile() {
         final class Ported: NSObject, CBCentralManagerDelegate, CBPeripheralDelegate {

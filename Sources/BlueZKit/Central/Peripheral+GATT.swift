@@ -80,8 +80,14 @@ extension Peripheral {
     /// BlueZ has no RSSI request for a connected LE link; it reports the RSSI
     /// of advertisements, and this manager remembers the last one it saw.
     /// When it has seen none, the delegate gets ``BluetoothError`` `operationNotSupported`.
+    ///
+    /// Answers are paced like a radio's: at most one every 50 ms for a peripheral (Core
+    /// Bluetooth's take a connection event or more). Code that reads again from
+    /// `peripheral(_:didReadRSSI:error:)` to follow the signal would otherwise spin.
     public func readRSSI() {
-        perform { engine in
+        let delay = rssiReadDelay(now: .now())
+        guard let engine else { return }
+        engine.busQueue.asyncAfter(deadline: .now() + delay) { [self] in
             let rssi = engine.lastRSSI(of: self)
             let error =
                 rssi == nil

@@ -36,6 +36,21 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
         /// ``canSendWriteWithoutResponse`` said false because of `handedOverWrites`: the
         /// delegate is owed `peripheralIsReady(toSendWriteWithoutResponse:)`.
         var readyOwed = false
+        /// When the next ``readRSSI()`` may be answered (see ``rssiReadInterval``).
+        var nextRSSIAnswer: DispatchTime?
+    }
+
+    /// The least time between two answers to ``readRSSI()`` for one peripheral: a radio
+    /// measures the signal of a connection event, so a read is not answered at once.
+    static let rssiReadInterval: DispatchTimeInterval = .milliseconds(50)
+
+    /// How long the ``readRSSI()`` asked for at `now` waits for its answer; books its slot.
+    func rssiReadDelay(now: DispatchTime) -> DispatchTimeInterval {
+        mutable.withLock { state in
+            let due = max(now, state.nextRSSIAnswer ?? now)
+            state.nextRSSIAnswer = due + Self.rssiReadInterval
+            return .nanoseconds(Int(due.uptimeNanoseconds - now.uptimeNanoseconds))
+        }
     }
 
     /// How many writes without response may wait to reach the bus queue before

@@ -64,6 +64,8 @@ public final class SimulatedCentral: Sendable {
     public let mtu: UInt16
     private let coreReference: PosixMutex<SimulatedAdapter.WeakCore>
     private let subscriptions = PosixMutex<[String: Subscription]>([:])
+    /// A bonded central's subscriptions whose CCC bluetoothd kept across a dropped link, by target key.
+    private let keptConfigurations = PosixMutex<[String: SimulatorCore.CentralTarget]>([:])
     private let confirmations = PosixMutex(Confirmations())
 
     init(address: String, adapter: SimulatedAdapter, mtu: UInt16, core: SimulatorCore) {
@@ -90,11 +92,15 @@ public final class SimulatedCentral: Sendable {
     }
 
     /// Drops the link from the central's side: its `Device1` turns `Connected` false, and its
-    /// subscriptions end as bluetoothd ends those of a central that is not bonded
-    /// (`att_disconnected` → `clear_ccc_state`): each one counts one subscriber fewer, and
-    /// the application gets `StopNotify` when that was the last. Returns once those calls
+    /// subscriptions' streams finish. For a central that is not bonded, its subscriptions end
+    /// as bluetoothd ends them (`att_disconnected` → `clear_ccc_state`): each one counts one
+    /// subscriber fewer, and the application gets `StopNotify` when that was the last. A bonded
+    /// central (``bond()``) keeps its CCC values, as bluetoothd keeps them (`att_disconnected`
+    /// returns early for a paired device): the application is not told, and still counts it as
+    /// a subscriber; only its own socket (5.82) closes with the link. Returns once those calls
     /// were handled.
     public func disconnect() async {
+        let bonded = isBonded
         core?.centralDisconnected(adapter: adapter.name, address: address)
         // The link's unconfirmed indications fail, and bluetoothd calls Confirm() for them anyway.
         confirmHeldIndications()
@@ -106,9 +112,29 @@ public final class SimulatedCentral: Sendable {
             subscription.signals.cancel()
             subscription.owner.cancel()
             subscription.continuation.finish()
-            await leave(subscription.target)
+            if bonded {
+                keep(subscription.target)
+            } else {
+                await leave(subscription.target)
+            }
         }
     }
+
+    /// Pairs and bonds the central with its adapter, as a completed pairing does: its `Device1`
+    /// turns `Paired` and `Bonded` true, and bluetoothd stores the bond. From then on it keeps
+    /// its subscriptions across links (see ``disconnect()``), and subscribing again after its
+    /// link came back writes the value its CCC holds already: bluetoothd calls neither
+    /// `StartNotify` nor `AcquireNotify` for it (`gatt_ccc_write_cb`), so on 5.82 values reach it
+    /// only as `PropertiesChanged`.
+    ///
+    /// - Returns: false when the central has no `Device1` on its adapter (the adapter is gone).
+    @discardableResult
+    public func bond() -> Bool {
+        core?.bondCentral(adapter: adapter.name, address: address) ?? false
+    }
+
+    /// Whether the central is bonded with its adapter (its `Device1` shows `Bonded`).
+    public var isBonded: Bool { core?.isCentralBonded(adapter: adapter.name, address: address) ?? false }
 
     /// Whether the central is connected to its adapter.
     public var isConnected: Bool { core?.isCentralConnected(adapter: adapter.name, address: address) ?? false }
@@ -224,6 +250,15 @@ public final class SimulatedCentral: Sendable {
             previous.continuation.finish()
             return stream
         }
+        if keptConfigurations.withLock({ $0.removeValue(forKey: target.key) }) != nil {
+            // Bonded and back: the CCC kept its value, so this write changes nothing for bluetoothd.
+            // Values come as `PropertiesChanged`, and through the application's one socket (5.66).
+            core?.setApplicationNotifyHandler(target.key, address: address) { [weak self] value in
+                if indicates { self?.indicationReceived(target) }
+                continuation.yield(value)
+            }
+            return stream
+        }
         if hasDeviceSockets(target) {
             // 5.82: a socket for this central alone, confirmations written back to it.
             let deviceKey = SimulatorCore.deviceSocketKey(target.key, address: address)
@@ -279,6 +314,9 @@ public final class SimulatedCentral: Sendable {
     /// calls the application's `StopNotify` (best effort; this returns once it was handled).
     public func unsubscribe(serviceUUID: String, characteristicUUID: String) async throws(SimulatedATTError) {
         let target = try target(serviceUUID, characteristicUUID)
+        if let kept = keptConfigurations.withLock({ $0.removeValue(forKey: target.key) }) {
+            return await leave(kept)
+        }
         guard let subscription = subscriptions.withLock({ $0.removeValue(forKey: target.key) }) else { return }
         subscription.signals.cancel()
         subscription.owner.cancel()
@@ -328,6 +366,16 @@ public final class SimulatedCentral: Sendable {
     /// Whether bluetoothd gives each central a socket of its own for `target` (5.82).
     private func hasDeviceSockets(_ target: SimulatorCore.CentralTarget) -> Bool {
         core?.options.version == .bluez5_82 && target.characteristic.offersAcquireNotify
+    }
+
+    /// A bonded central's link dropped while it was subscribed to `target`: bluetoothd keeps the
+    /// CCC value and the subscriber count; the central's own socket (5.82) closes with the link.
+    private func keep(_ target: SimulatorCore.CentralTarget) {
+        core?.setApplicationNotifyHandler(target.key, address: address, nil)
+        let deviceKey = SimulatorCore.deviceSocketKey(target.key, address: address)
+        core?.setApplicationNotifyHandler(deviceKey, address: address, nil)
+        core?.closeApplicationNotifySocket(deviceKey)
+        keptConfigurations.withLock { $0[target.key] = target }
     }
 
     /// 5.82's `ccc_write_cb` for a central that leaves: its own socket is closed (no `StopNotify`);

@@ -68,6 +68,22 @@ extension SimulatorCore {
         run { linkLost(Self.devicePath(adapter: adapter, address: address)) }
     }
 
+    /// The central at `address` pairs and bonds (`Paired` and `Bonded` turn true, the bond is
+    /// stored). False when it has no `Device1` on `adapter`.
+    func bondCentral(adapter: String, address: String) -> Bool {
+        run {
+            let path = Self.devicePath(adapter: adapter, address: address)
+            guard devices[path] != nil else { return false }
+            markPaired(path)
+            return true
+        }
+    }
+
+    /// Whether the `Device1` of the central at `address` is bonded.
+    func isCentralBonded(adapter: String, address: String) -> Bool {
+        run { devices[Self.devicePath(adapter: adapter, address: address)]?.bonded ?? false }
+    }
+
     /// Whether the `Device1` of the central at `address` is connected.
     func isCentralConnected(adapter: String, address: String) -> Bool {
         run { devices[Self.devicePath(adapter: adapter, address: address)]?.connected ?? false }

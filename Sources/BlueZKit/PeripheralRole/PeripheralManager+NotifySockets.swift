@@ -36,6 +36,7 @@ extension PeripheralManager {
             state.published[key] = characteristic
             state.subscriptions.active(address, mtu: link.mtu)
             let replaced = state.notifyLinks[key, default: [:]].updateValue(link, forKey: address)
+            state.bonded.socketOpened(address: address, characteristic: key)
             return (state.subscriptions.subscribe(key, address: address), replaced, state.adapterAddress)
         }
         replaced?.close()
@@ -62,6 +63,10 @@ extension PeripheralManager {
             if state.notifyLinks[key]?[address] === link {
                 state.notifyLinks[key]?[address] = nil
                 left = state.subscriptions.unsubscribe(key, address: address)
+                // The link may be dropping (`Connected` false can come just after): see `BondedSubscriptions`.
+                if left, let entry = state.bondedEntry(key) {
+                    state.bonded.socketClosed(address: address, entry: entry, at: .now)
+                }
             }
             let ready = state.socketRoomWaits.remove(ObjectIdentifier(link)) != nil && state.socketRoomWaits.isEmpty
             return (left, state.adapterAddress, state.takeEndedWaits(), ready)

@@ -92,7 +92,7 @@ extension PeripheralManager {
             return .refused(.tooLong(central: identifier, limit: limit))
         }
         let indicatesOnly = Self.indicatesOnly(characteristic.properties)
-        if engine.sync({ $0.socketCharacteristics.contains(key) }) {
+        if engine.sync({ $0.socketCharacteristics.contains(key) }), !sendsAsSignal(key, to: centrals) {
             let sent = updateThroughSockets(
                 value, key, centrals: centrals, indicatesOnly: indicatesOnly, queue: client.queue)
             return sent ? .sent : .full
@@ -242,28 +242,31 @@ extension PeripheralManager {
                 // bluetoothd fell back to StartNotify for one central: the others keep their sockets.
                 if isOn { return ([state.subscriptions.subscribe(key)], state.adapterAddress, state.takeEndedWaits()) }
                 let others = state.subscriptions.subscribers(of: key).filter { links[$0] == nil }
-                for address in others { _ = state.subscriptions.unsubscribe(key, address: address) }
+                for address in others {
+                    _ = state.subscriptions.unsubscribe(key, address: address)
+                    state.bonded.unsubscribed(address: address, characteristic: key)
+                }
                 return (others, state.adapterAddress, state.takeEndedWaits())
             }
             let changes = isOn ? [state.subscriptions.subscribe(key)] : state.subscriptions.unsubscribeAll(key)
+            if !isOn { for address in changes { state.bonded.unsubscribed(address: address, characteristic: key) } }
             return (changes, state.adapterAddress, state.takeEndedWaits())
         }
         finish(ended)
         report(isOn ? .subscribed : .unsubscribed, addresses: changes, of: characteristic, adapter: adapter)
     }
 
-    /// A device of our adapter changed: follow the links of centrals.
-    func centralLinkChanged(address: String, connected: Bool) {
+    /// A device of our adapter changed: follow the links of centrals. A bonded central's
+    /// subscriptions are kept for when its link is back (see `BondedSubscriptions`).
+    func centralLinkChanged(address: String, connected: Bool, bonded: Bool) {
+        if connected { return centralLinkCameBack(address: address) }
         let (left, adapter, ended): ([MutableCharacteristic], String, EngineState.EndedWaits) = engine.sync { state in
-            if connected {
-                state.subscriptions.connected(address)
-                return ([], state.adapterAddress, .init())
-            }
             let keys = state.subscriptions.disconnected(address)
+            state.linkDropped(address, leaving: keys, bonded: bonded)
             return (keys.compactMap { state.published[$0] }, state.adapterAddress, state.takeEndedWaits())
         }
         finish(ended)
-        if !connected { closeNotifyLinks(of: address) }
+        closeNotifyLinks(of: address)
         for characteristic in left { report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
@@ -291,6 +294,7 @@ extension PeripheralManager {
         let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, EngineState.EndedWaits) =
             engine.sync { state in
                 let table = state.subscriptions.reset()
+                state.bonded.reset()
                 return (
                     table.compactMap { key, addresses in state.published[key].map { ($0, addresses) } },
                     state.adapterAddress, state.takeEndedWaits()

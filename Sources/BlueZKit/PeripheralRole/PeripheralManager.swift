@@ -85,6 +85,8 @@ public final class PeripheralManager: @unchecked Sendable {
         var isStartingAdvertising = false
         /// Who is connected and subscribed (see `CentralSubscriptions`).
         var subscriptions = CentralSubscriptions()
+        /// Bonded centrals' subscriptions, kept across their links (see `BondedSubscriptions`).
+        var bonded = BondedSubscriptions()
         /// Characteristics that had subscribers, to report them when links drop.
         var published: [ObjectIdentifier: MutableCharacteristic] = [:]
         /// Characteristics registered with `AcquireNotify` (bluetoothd with per-device sockets):
@@ -312,11 +314,17 @@ public final class PeripheralManager: @unchecked Sendable {
             switch event {
             case .adapterChanged(let status): self.adapterChanged(status)
             case .deviceChanged(_, let device, let changed):
-                if changed.contains("Connected"), let address = device.address {
-                    self.centralLinkChanged(address: address, connected: device.connected)
+                guard let address = device.address else { break }
+                if changed.contains("Connected") {
+                    self.centralLinkChanged(
+                        address: address, connected: device.connected, bonded: device.paired || device.bonded)
+                } else if !changed.isDisjoint(with: ["Paired", "Bonded"]), !device.paired, !device.bonded {
+                    self.centralBondRemoved(address: address)
                 }
             case .deviceRemoved(let id):
-                if let address = id.address { self.centralLinkChanged(address: address, connected: false) }
+                guard let address = id.address else { break }
+                self.centralLinkChanged(address: address, connected: false, bonded: false)
+                self.centralBondRemoved(address: address)
             case .deviceAdvertised, .gattObjectsChanged, .valueChanged: break
             }
         }

@@ -9,15 +9,14 @@ extension EndToEndTests {
     static let bondedService = BluetoothUUID(string: "5A1E0003-B1E2-4C00-9E00-000000000003")
 
     /// A bonded central whose link drops while it is subscribed connects again and subscribes
-    /// again: our peripheral should hear of it and its values should reach the central.
+    /// again: our peripheral hears of it and its values reach the central, as in Core Bluetooth.
     ///
-    /// A known issue, kept here so that it is seen (and so that a fix shows as an unexpected
-    /// pass): bluetoothd keeps a bonded device's CCC values across links (`att_disconnected` in
+    /// bluetoothd keeps a bonded device's CCC values across links (`att_disconnected` in
     /// src/gatt-database.c) but closes its `AcquireNotify` socket with the link, and takes the
     /// central's second CCC write of the same value as no change (`gatt_ccc_write_cb`), so the
-    /// application is not asked again. On 5.79 and later (one socket per central) the central
-    /// gets nothing more; on 5.66 (values as `PropertiesChanged`, which bluetoothd sends to every
-    /// device whose CCC is set) values arrive but `didSubscribeTo` is not called again.
+    /// application is not asked again: the manager reports the central subscribed again itself
+    /// when its link is back and, on 5.79 and later (one socket per central), sends its values as
+    /// `PropertiesChanged`, which bluetoothd sends to every device whose CCC is set.
     @Test(.timeLimit(.minutes(4))) func aBondedCentralGetsNotificationsAfterItsLinkDropped() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let hci0 = try await BluetoothctlSession.address(of: "hci0")
@@ -80,16 +79,16 @@ extension EndToEndTests {
         let (_, again) = try await Self.bondedCharacteristics(sensor, recorder, round: 2)
         sensor.setNotifyValue(true, for: again)
         try await waitUntil("notifying again", timeout: .seconds(30)) { recorder.count("notifying 2A37 true") == 2 }
-        await withKnownIssue("bluetoothd does not ask the application again for a bonded central's CCC") {
-            try await pollUntil(
-                "the value after the return", timeout: .seconds(15),
-                diagnostics: { "peripheral: \(server.log)\ncentral: \(recorder.events)" }
-            ) {
-                _ = manager.updateValue(Data([0x00, 0x52]), for: measurement, onSubscribedCentrals: nil)
-                return recorder.count("value 2A37 0052") >= 1
-            }
-            #expect(server.count("subscribed") == 2, "\(server.log)")
+        try await waitUntil("subscribed again", timeout: .seconds(30)) { server.count("subscribed") == 2 }
+        let arrived: () async throws -> Bool = {
+            _ = manager.updateValue(Data([0x00, 0x52]), for: measurement, onSubscribedCentrals: nil)
+            return recorder.count("value 2A37 0052") >= 1
         }
+        try await pollUntil(
+            "the value after the return", timeout: .seconds(15),
+            diagnostics: { "peripheral: \(server.log)\ncentral: \(recorder.events)" }, arrived)
+        #expect(server.count("subscribed") == 2, "\(server.log)")
+        #expect(server.count("unsubscribed") == 1, "\(server.log)")
 
         centralManager.cancelPeripheralConnection(sensor)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }

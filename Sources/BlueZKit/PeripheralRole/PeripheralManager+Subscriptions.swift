@@ -56,6 +56,13 @@ extension PeripheralManager {
     /// has written a confirmation to a socket (5.80 and later), an indication waits for the
     /// confirmation of each central it went to, and an update that goes to a central still to
     /// confirm returns false until the delegate heard "ready"; the bus backlog is not involved.
+    ///
+    /// A bonded central that came back subscribed (see
+    /// ``PeripheralManagerDelegate/peripheralManager(_:central:didSubscribeTo:)-(_,_,Characteristic)``)
+    /// has no socket there: bluetoothd closed it with the link and does not open it again. Until it
+    /// has one, a value that goes to it is sent as `PropertiesChanged`, which bluetoothd delivers to
+    /// every device whose CCC is set: the sockets are skipped for that value (so nobody gets it
+    /// twice), `centrals` is honoured as on 5.66, and back-pressure is the bus backlog's.
     @discardableResult
     public func updateValue(
         _ value: Data, for characteristic: MutableCharacteristic, onSubscribedCentrals centrals: [Central]?

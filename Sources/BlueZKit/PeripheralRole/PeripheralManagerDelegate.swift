@@ -33,6 +33,10 @@ public protocol PeripheralManagerDelegate: AnyObject {
     ///
     /// `characteristic` is the ``MutableCharacteristic`` you published. The default
     /// implementation calls ``peripheralManager(_:central:didSubscribeTo:)-(_,_,MutableCharacteristic)``.
+    ///
+    /// Also called when the link of a bonded central that was subscribed when its link dropped
+    /// is back (`Device1.Connected` true): bluetoothd keeps its CCC value and does not call the
+    /// application again, as Core Bluetooth keeps a bonded central's subscription.
     func peripheralManager(
         _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: Characteristic)
     /// A central enabled notifications or indications, typed: the Linux variant, called by the

@@ -47,7 +47,7 @@ let package = Package(
             name: "BlueZKitTests",
             dependencies: [
                 "BlueZKit", "BlueZ", "BlueZKitTesting", "DBus", "TestSupport", "CoreBluetoothPort",
-                "CoreBluetoothPortSwift5", "Locking",
+                "CoreBluetoothPortSwift5", "Locking", "BluetoothdConformance",
             ],
             swiftSettings: strictSettings
         ),
@@ -55,6 +55,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "BlueZKit", "HeartRateProfile", "TestSupport", "CoreBluetoothPort", "CoreBluetoothPortSwift5",
+                "BluetoothdConformance", "DBus",
             ],
             swiftSettings: strictSettings
         ),
@@ -195,6 +196,15 @@ let package = Package(
             name: "TestSupport",
             dependencies: ["Locking"],
             path: "Tests/TestSupport",
+            swiftSettings: strictSettings
+        ),
+        // Conformance bodies: checks of bluetoothd's D-Bus behaviour that run unchanged against the
+        // simulator (BlueZKitTests) and the real bluetoothd (EndToEndTests). D-Bus only: no
+        // BlueZKitTesting, so a body cannot lean on the simulator.
+        .target(
+            name: "BluetoothdConformance",
+            dependencies: ["DBus", "TestSupport", "Locking"],
+            path: "Tests/BluetoothdConformance",
             swiftSettings: strictSettings
         ),
         .testTarget(

@@ -1,0 +1,73 @@
+import DBus
+import TestSupport
+public import Testing
+
+/// The first service discovery of a device bluetoothd had forgotten.
+///
+/// Once `ServicesResolved` is true, `GetManagedObjects` holds the device's services. And
+/// bluetoothd signals `ServicesResolved` BEFORE the services' `InterfacesAdded`: gdbus sends the
+/// signals of its pending objects in the order the objects were first touched, and
+/// `register_gatt_services` changes the device's `UUIDs` before it exports the services, so the
+/// device's `PropertiesChanged` (with `ServicesResolved`) leaves first. A client that waits for
+/// `ServicesResolved` must therefore read the objects (or make one round trip) rather than count
+/// on the `InterfacesAdded` it has already received.
+public enum GATTConformance {
+    /// The Heart Rate service UUID the peer serves.
+    public static let heartRate = "0000180d-0000-1000-8000-00805f9b34fb"
+
+    /// Forgets `peer`, discovers it, connects, and checks the objects and the signals' order.
+    public static func run(
+        _ bluetoothd: BluetoothdUnderTest, peer: some ConformancePeer,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let client = try await BlueZCalls.open(bluetoothd, label: "conformance.gatt")
+        defer { client.close() }
+        let path = bluetoothd.devicePath(try await peer.address)
+        try await client.forgetDevice(path, on: bluetoothd)
+        try await client.discover(path, on: bluetoothd) { try await peer.startGATTServer() }
+
+        let mark = client.mark
+        try await client.call(path, "org.bluez.Device1", "Connect", timeout: TestTime.scaled(.seconds(60)))
+        try await client.waitForSignal(from: mark, "ServicesResolved true", timeout: .seconds(60)) {
+            $0.changes(path, "org.bluez.Device1", "ServicesResolved", to: .bool(true))
+        }
+        // The services are there once it is true.
+        let objects = try await client.managedObjects()
+        let services = objects.filter { $0.key.hasPrefix(path + "/") && $0.value.contains("org.bluez.GattService1") }
+        #expect(!services.isEmpty, "\(bluetoothd): no GattService1 under \(path)", sourceLocation: sourceLocation)
+        let heartRateFound = await withTaskGroup(of: Bool.self) { group in
+            for service in services.keys {
+                group.addTask {
+                    await client.property(service, "org.bluez.GattService1", "UUID") == .string(Self.heartRate)
+                }
+            }
+            return await group.contains(true)
+        }
+        #expect(heartRateFound, "\(bluetoothd): the Heart Rate service is missing", sourceLocation: sourceLocation)
+
+        // Signals: wait for the services' InterfacesAdded (they may follow), then compare.
+        try await client.waitForSignal(from: mark, "a service's InterfacesAdded") {
+            $0.adds("org.bluez.GattService1", under: path)
+        }
+        let signals = client.signals(since: mark)
+        let resolvedIndex = signals.firstIndex {
+            $0.changes(path, "org.bluez.Device1", "ServicesResolved", to: .bool(true))
+        }
+        let firstService = signals.firstIndex { $0.adds("org.bluez.GattService1", under: path) }
+        if let resolvedIndex, let firstService {
+            #expect(
+                resolvedIndex < firstService,
+                "\(bluetoothd): ServicesResolved came after the services' InterfacesAdded: \(signals)",
+                sourceLocation: sourceLocation)
+        }
+        // Every service GetManagedObjects showed was announced.
+        let announced = Set(signals.filter { $0.adds("org.bluez.GattService1", under: path) }.map(\.objectPath))
+        #expect(
+            Set(services.keys).isSubset(of: announced), "\(bluetoothd): announced \(announced), held \(services.keys)",
+            sourceLocation: sourceLocation)
+
+        _ = await client.error(path, "org.bluez.Device1", "Disconnect")
+        try await client.waitForProperty(path, "org.bluez.Device1", "Connected", toBe: .bool(false))
+        try await client.forgetDevice(path, on: bluetoothd)
+    }
+}

@@ -1,0 +1,45 @@
+import BlueZKitTesting
+import BluetoothdConformance
+import Testing
+
+/// The conformance bodies (Tests/BluetoothdConformance) against the simulator, once per release
+/// it plays: where a body fails here and passes against the real bluetoothd (EndToEndTests'
+/// ConformanceEndToEndTests), the simulator is the bug. The agent body has no harness here yet
+/// (the simulator's default-agent log is being added).
+@Suite(.timeLimit(.minutes(1))) struct ConformanceSimulatorTests {
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func discovery(_ version: SimulatedBlueZ.Version) async throws {
+        let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
+        defer { bluez.stop() }
+        let peer = SimulatedConformancePeer(bluez)
+        try await DiscoveryConformance.run(bluetoothd, peer: peer)
+        await peer.stop()
+    }
+
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func connectToASilentDevice(_ version: SimulatedBlueZ.Version) async throws {
+        let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
+        defer { bluez.stop() }
+        let peer = SimulatedConformancePeer(bluez)
+        try await DeviceConformance.run(bluetoothd, peer: peer, connectTimeout: .seconds(10))
+        await peer.stop()
+    }
+
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func firstServiceDiscovery(_ version: SimulatedBlueZ.Version) async throws {
+        let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
+        defer { bluez.stop() }
+        let peer = SimulatedConformancePeer(bluez)
+        try await GATTConformance.run(bluetoothd, peer: peer)
+        await peer.stop()
+    }
+
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func unbondedSubscriptionAcrossALinkLoss(_ version: SimulatedBlueZ.Version) async throws {
+        let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
+        defer { bluez.stop() }
+        let peer = SimulatedConformancePeer(bluez)
+        try await CCCConformance.runUnbonded(bluetoothd, peer: peer)
+        await peer.stop()
+    }
+}

@@ -1,0 +1,48 @@
+import BluetoothdConformance
+import TestSupport
+import Testing
+
+/// The conformance bodies (Tests/BluetoothdConformance) against the guest's real bluetoothd: the
+/// judge of what the simulator (ConformanceSimulatorTests in BlueZKitTests) must do. hci0 is under
+/// test; hci1 is the peer. In the serialized end-to-end suite.
+extension EndToEndTests {
+    @Test(.timeLimit(.minutes(4))) func conformanceDiscovery() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let peer = try GuestConformancePeer()
+        try await withPeer(peer) { try await DiscoveryConformance.run(GuestBluetoothd.underTest(), peer: peer) }
+    }
+
+    /// The kernel gives up an LE connection after about 40 s: a generous limit.
+    @Test(.timeLimit(.minutes(4))) func conformanceConnectToASilentDevice() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let peer = try GuestConformancePeer()
+        try await withPeer(peer) { try await DeviceConformance.run(GuestBluetoothd.underTest(), peer: peer) }
+    }
+
+    @Test(.timeLimit(.minutes(4))) func conformanceFirstServiceDiscovery() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let peer = try GuestConformancePeer()
+        try await withPeer(peer) { try await GATTConformance.run(GuestBluetoothd.underTest(), peer: peer) }
+    }
+
+    @Test(.timeLimit(.minutes(4))) func conformanceUnbondedSubscriptionAcrossALinkLoss() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let peer = try GuestConformancePeer()
+        try await withPeer(peer) { try await CCCConformance.runUnbonded(GuestBluetoothd.underTest(), peer: peer) }
+    }
+
+    @Test(.timeLimit(.minutes(2))) func conformanceDefaultAgent() async throws {
+        try await AgentConformance.run(GuestBluetoothd.underTest())
+    }
+
+    /// Runs `body`, then stops the peer on every path.
+    private func withPeer(_ peer: GuestConformancePeer, _ body: () async throws -> Void) async throws {
+        do {
+            try await body()
+        } catch {
+            await peer.stop()
+            throw error
+        }
+        await peer.stop()
+    }
+}

@@ -81,23 +81,29 @@ extension SimulatorCore {
         after(options.timing.serviceDiscovery) { self.resolveServices(path, generation: generation) }
     }
 
-    /// GATT discovery finished: export the objects (first time), then `ServicesResolved` turns true.
+    /// GATT discovery finished: the device's `UUIDs` change, the objects are exported (first
+    /// time), then `ServicesResolved` turns true.
+    ///
+    /// As `register_gatt_services` does, the device is touched (its `UUIDs`) before the services
+    /// are exported, and the turn's signals leave in the order the objects were first touched:
+    /// the device's `PropertiesChanged` (`UUIDs`, `ServicesResolved`) comes BEFORE the services'
+    /// `InterfacesAdded`, as the real bluetoothd sends them on 5.66, 5.82 and 5.87
+    /// (`GATTConformance`, run by ConformanceEndToEndTests).
     private func resolveServices(_ path: ObjectPath, generation: Int) {
         guard let device = devices[path], device.link == .connected(generation: generation),
             let peripheral = peripheral(of: device), let layout = peripheral.layout
         else { return }
-        if device.gattPaths.isEmpty { exportGATT(path, layout) }
         let oldUUIDs = device.uuids
         updateDevice(path) { device in
             device.gattUUIDs = layout.primaryUUIDs
             device.gattKnown = true
         }
-        var changed: [String] = []
-        if devices[path]?.uuids != oldUUIDs { changed.append("UUIDs") }
+        if devices[path]?.uuids != oldUUIDs { propertiesChanged(path, Self.deviceInterface, ["UUIDs"]) }
+        if device.gattPaths.isEmpty { exportGATT(path, layout) }
         resubscribe(path)
         updateDevice(path) { $0.servicesResolved = true }
-        changed.append("ServicesResolved")
-        propertiesChanged(path, Self.deviceInterface, changed)
+        propertiesChanged(path, Self.deviceInterface, ["ServicesResolved"])
+        flushSignals(beforeReply: true)
         store(path)
         if let bonding = devices[path]?.bonding, bonding.connectsFirst, devices[path]?.paired == true {
             updateDevice(path) { $0.bonding = nil }

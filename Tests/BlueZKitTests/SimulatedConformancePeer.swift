@@ -75,6 +75,11 @@ final class SimulatedConformancePeer: ConformancePeer {
         subscriptions.withLock { $0.append(stream) }
     }
 
+    /// The simulated central cannot pair yet.
+    func pairAsCentral() async throws {
+        throw SimulatedBlueZError(.notFound, "a simulated central cannot bond")
+    }
+
     func disconnectAsCentral() async throws {
         await central.withLock({ $0 })?.disconnect()
     }

@@ -83,9 +83,16 @@ public enum AgentConformance {
         try await client.call(manager, interface, "RegisterAgent", [.objectPath(ObjectPath(path)), .string("")])
     }
 
-    /// An `org.bluez.Agent1` that answers `Release` and `Cancel` and refuses everything else.
-    private static func exportAgent(_ client: BlueZCalls, at path: String) async throws {
-        let rejected = { (name: MemberName, signature: DBusSignature, out: DBusSignature) in
+    /// An `org.bluez.Agent1` that answers `Release` and `Cancel`, refuses PIN codes and
+    /// passkeys, and refuses (or, with `accepting`, accepts) confirmations and authorizations.
+    static func exportAgent(_ client: BlueZCalls, at path: String, accepting: Bool = false) async throws {
+        let answer = { (name: MemberName, signature: DBusSignature) in
+            DBusMethod(name, in: signature) { invocation in
+                if accepting { return invocation.reply() }
+                invocation.reply(error: DBusError(name: "org.bluez.Error.Rejected", message: "conformance agent"))
+            }
+        }
+        let refused = { (name: MemberName, signature: DBusSignature, out: DBusSignature) in
             DBusMethod(name, in: signature, out: out) { invocation in
                 invocation.reply(error: DBusError(name: "org.bluez.Error.Rejected", message: "conformance agent"))
             }
@@ -96,9 +103,9 @@ public enum AgentConformance {
                     "org.bluez.Agent1",
                     methods: [
                         DBusMethod("Release") { $0.reply() }, DBusMethod("Cancel") { $0.reply() },
-                        rejected("RequestPinCode", "o", "s"), rejected("RequestPasskey", "o", "u"),
-                        rejected("RequestConfirmation", "ou", ""), rejected("RequestAuthorization", "o", ""),
-                        rejected("AuthorizeService", "os", ""),
+                        refused("RequestPinCode", "o", "s"), refused("RequestPasskey", "o", "u"),
+                        answer("RequestConfirmation", "ou"), answer("RequestAuthorization", "o"),
+                        answer("AuthorizeService", "os"),
                     ])
             ], at: ObjectPath(path))
     }

@@ -33,6 +33,10 @@ public protocol ConformancePeer: Sendable {
     /// GATT application registered on the adapter under test; waits until bluetoothd took it.
     func subscribe(service: String, characteristic: String) async throws
 
+    /// Pairs the connected central with the adapter under test and keeps the keys (a bond),
+    /// with the agent the body registered answering on our side; throws when the peer cannot.
+    func pairAsCentral() async throws
+
     /// Drops the central's link (a link loss from our side's point of view).
     func disconnectAsCentral() async throws
 

@@ -31,6 +31,14 @@ extension EndToEndTests {
         try await withPeer(peer) { try await CCCConformance.runUnbonded(GuestBluetoothd.underTest(), peer: peer) }
     }
 
+    @Test(.timeLimit(.minutes(4))) func conformanceBondedSubscriptionAcrossALinkLoss() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        try await PairingTools.withoutBonds {
+            let peer = try GuestConformancePeer()
+            try await withPeer(peer) { try await CCCConformance.runBonded(GuestBluetoothd.underTest(), peer: peer) }
+        }
+    }
+
     @Test(.timeLimit(.minutes(2))) func conformanceDefaultAgent() async throws {
         try await AgentConformance.run(GuestBluetoothd.underTest())
     }

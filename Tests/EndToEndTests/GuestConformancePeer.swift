@@ -124,6 +124,15 @@ final class GuestConformancePeer: ConformancePeer {
         try await client.call(target, "org.bluez.GattCharacteristic1", "StartNotify")
     }
 
+    /// `Device1.Pair` from hci1 with no agent of its own (NoInputNoOutput: just works); hci0's
+    /// side asks the default agent, the body's.
+    func pairAsCentral() async throws {
+        let client = try await centralClient()
+        let path = try await hci0Path()
+        try await client.call(path, "org.bluez.Device1", "Pair", timeout: .seconds(60))
+        try await client.waitForProperty(path, "org.bluez.Device1", "Paired", toBe: .bool(true))
+    }
+
     func disconnectAsCentral() async throws {
         let client = try await centralClient()
         let path = try await hci0Path()

@@ -35,11 +35,12 @@ public enum CCCConformance {
     ) async throws {
         let agent = try await BlueZCalls.open(bluetoothd, label: "conformance.ccc-agent")
         defer { agent.close() }
+        // NoInputNoOutput: just works on both sides (hci1 without an agent of its own gets the default).
         let agentPath = "/conformance/ccc/agent"
         try await AgentConformance.exportAgent(agent, at: agentPath, accepting: true)
         let path = DBusValue.objectPath(try ObjectPath(agentPath))
         try await agent.call(
-            AgentConformance.manager, AgentConformance.interface, "RegisterAgent", [path, .string("")])
+            AgentConformance.manager, AgentConformance.interface, "RegisterAgent", [path, .string("NoInputNoOutput")])
         try await agent.call(AgentConformance.manager, AgentConformance.interface, "RequestDefaultAgent", [path])
         let application = try await ConformanceApplication.register(on: bluetoothd)
         do {

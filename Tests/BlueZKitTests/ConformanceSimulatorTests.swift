@@ -7,12 +7,12 @@ import Testing
 /// ConformanceEndToEndTests), the simulator is the bug. The agent body has no harness here yet
 /// (the simulator's default-agent log is being added).
 @Suite(.timeLimit(.minutes(1))) struct ConformanceSimulatorTests {
-    @Test(arguments: SimulatedBlueZ.Version.allCases)
-    func discovery(_ version: SimulatedBlueZ.Version) async throws {
+    @Test(arguments: SimulatedBlueZ.Version.allCases, [true, false])
+    func discovery(_ version: SimulatedBlueZ.Version, connectable: Bool) async throws {
         let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
         defer { bluez.stop() }
         let peer = SimulatedConformancePeer(bluez)
-        try await DiscoveryConformance.run(bluetoothd, peer: peer)
+        try await DiscoveryConformance.run(bluetoothd, peer: peer, connectable: connectable)
         await peer.stop()
     }
 

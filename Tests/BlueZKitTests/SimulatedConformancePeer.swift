@@ -35,6 +35,10 @@ final class SimulatedConformancePeer: ConformancePeer {
             SimulatedService(
                 uuid: "180D", characteristics: [SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])])
         ])
+    /// The same address as a broadcaster (not connectable), for ``startBroadcasting()``.
+    let broadcaster = SimulatedPeripheral(
+        address: peripheralAddress, name: "conformance", serviceUUIDs: ["180D"], advertisingFlags: 0x04,
+        isConnectable: false)
     private let added = PosixMutex(false)
     private let central = PosixMutex<SimulatedCentral?>(nil)
     private let subscriptions = PosixMutex<[AsyncStream<[UInt8]>]>([])
@@ -58,7 +62,16 @@ final class SimulatedConformancePeer: ConformancePeer {
 
     func startGATTServer() async throws { try await startAdvertising() }
 
-    func goSilent() async throws { peripheral.setInRange(false) }
+    func startBroadcasting() async throws {
+        guard !added.withLock({ $0 }) else { throw SimulatedBlueZError(.alreadyExists, "already advertising") }
+        try bluez.addPeripheral(broadcaster)
+        added.withLock { $0 = true }
+    }
+
+    func goSilent() async throws {
+        peripheral.setInRange(false)
+        broadcaster.setInRange(false)
+    }
 
     func connectAsCentral() async throws {
         if let central = central.withLock({ $0 }) {

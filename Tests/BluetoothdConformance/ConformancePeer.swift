@@ -19,6 +19,10 @@ public protocol ConformancePeer: Sendable {
     /// Heart Rate service UUID (0x180D).
     func startAdvertising() async throws
 
+    /// Starts advertising as ``startAdvertising()`` does but NOT connectable (a broadcaster),
+    /// still without a discoverable bit. Stop it with ``goSilent()``.
+    func startBroadcasting() async throws
+
     /// Serves a GATT database with at least one primary service (Heart Rate, 0x180D) to
     /// centrals that connect, and advertises as ``startAdvertising()`` does.
     func startGATTServer() async throws

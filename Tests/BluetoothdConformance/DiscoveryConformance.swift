@@ -4,35 +4,48 @@ public import Testing
 
 /// Which discovery filters report an LE advertiser without a discoverable flag.
 ///
-/// bluetoothd 5.67 (de8e7cfce, "adapter: Fix not using the filter when no discovery filter is
-/// set") takes a filter that sets nothing but the adapter's own transport for no filter at all:
-/// on an LE-only controller, `Transport: le` alone is a REGULAR discovery, which drops advertisers
-/// whose Flags carry no discoverable bit. 5.66 still runs it as a filtered discovery, which
-/// reports them. A `Pattern` (even empty) keeps the discovery filtered on every release.
+/// - bluetoothd 5.67 (de8e7cfce) takes a filter that sets nothing but the adapter's own
+///   transport for no filter at all: on an LE-only controller, `Transport: le` alone is a REGULAR
+///   discovery. 5.66 still runs it as a filtered discovery, which reports every advertiser.
+/// - A regular discovery creates no device for an advertiser without a discoverable bit; but
+///   from 5.78 ("adapter: Create devices if they are connectable", August 2024) it does when the
+///   advertiser is connectable (`btd_adapter_device_found`: `!discoverable && !monitoring &&
+///   not_connectable`). Seen on the real 5.82: a connectable flag-less advertiser IS reported.
+/// - A `Pattern` (even empty) keeps the discovery filtered on every release.
 public enum DiscoveryConformance {
     /// The release from which `Transport: le` alone is a regular discovery.
     public static let regularFromVersion = BluetoothdUnderTest.Version(5, 67)
+    /// The release from which a regular discovery creates devices for connectable advertisers
+    /// without a discoverable bit (only 5.66, 5.82 and 5.87 are run, so any release from 5.68 to
+    /// 5.82 gives the same expectations here).
+    public static let connectableCreatedFromVersion = BluetoothdUnderTest.Version(5, 78)
 
-    /// Runs both halves against `bluetoothd`, whose adapter is LE-only, with `peer` advertising
-    /// without a discoverable flag.
+    /// Whether `bluetoothd` reports a flag-less advertiser under `Transport: le` alone.
+    public static func reportsUnderTransportOnly(_ bluetoothd: BluetoothdUnderTest, connectable: Bool) -> Bool {
+        bluetoothd.version < regularFromVersion || (connectable && bluetoothd.version >= connectableCreatedFromVersion)
+    }
+
+    /// Runs both filters against `bluetoothd`, whose adapter is LE-only, with `peer` advertising
+    /// without a discoverable flag, connectable or (`connectable` false) as a broadcaster.
     public static func run(
-        _ bluetoothd: BluetoothdUnderTest, peer: some ConformancePeer,
+        _ bluetoothd: BluetoothdUnderTest, peer: some ConformancePeer, connectable: Bool,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let client = try await BlueZCalls.open(bluetoothd, label: "conformance.discovery")
         defer { client.close() }
         let path = bluetoothd.devicePath(try await peer.address)
+        let kind = connectable ? "connectable" : "non-connectable"
         try await client.forgetDevice(path, on: bluetoothd)
 
         // Transport: le alone. The virtual controller reports an advertisement when scanning or
         // advertising is switched on: scan first.
         try await client.startDiscovery(["Transport": .string("le")], on: bluetoothd)
-        try await peer.startAdvertising()
-        let expectReported = bluetoothd.version < regularFromVersion
+        if connectable { try await peer.startAdvertising() } else { try await peer.startBroadcasting() }
+        let expectReported = reportsUnderTransportOnly(bluetoothd, connectable: connectable)
         let reported = try await BlueZCalls.holds(within: peer.absenceWait) { try await client.exists(path) }
         #expect(
             reported == expectReported,
-            "\(bluetoothd): a Transport-le-only filter reported the flag-less advertiser: \(reported)",
+            "\(bluetoothd): a Transport-le-only filter reported the \(kind) flag-less advertiser: \(reported)",
             sourceLocation: sourceLocation)
         await client.stopDiscovery(on: bluetoothd)
         try await client.forgetDevice(path, on: bluetoothd)
@@ -41,9 +54,10 @@ public enum DiscoveryConformance {
         try await client.startDiscovery(["Transport": .string("le"), "Pattern": .string("")], on: bluetoothd)
         let found = try await BlueZCalls.holds(within: .seconds(60)) { try await client.exists(path) }
         #expect(
-            found, "\(bluetoothd): a filter with an empty Pattern did not report the flag-less advertiser",
+            found, "\(bluetoothd): a filter with an empty Pattern did not report the \(kind) flag-less advertiser",
             sourceLocation: sourceLocation)
         await client.stopDiscovery(on: bluetoothd)
+        try await peer.goSilent()
         try await client.forgetDevice(path, on: bluetoothd)
     }
 }

@@ -6,10 +6,20 @@ import Testing
 /// judge of what the simulator (ConformanceSimulatorTests in BlueZKitTests) must do. hci0 is under
 /// test; hci1 is the peer. In the serialized end-to-end suite.
 extension EndToEndTests {
-    @Test(.timeLimit(.minutes(4))) func conformanceDiscovery() async throws {
+    @Test(.timeLimit(.minutes(4))) func conformanceDiscoveryOfAConnectableAdvertiser() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()
-        try await withPeer(peer) { try await DiscoveryConformance.run(GuestBluetoothd.underTest(), peer: peer) }
+        try await withPeer(peer) {
+            try await DiscoveryConformance.run(GuestBluetoothd.underTest(), peer: peer, connectable: true)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(4))) func conformanceDiscoveryOfABroadcaster() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let peer = try GuestConformancePeer()
+        try await withPeer(peer) {
+            try await DiscoveryConformance.run(GuestBluetoothd.underTest(), peer: peer, connectable: false)
+        }
     }
 
     /// The kernel gives up an LE connection after about 40 s: a generous limit.

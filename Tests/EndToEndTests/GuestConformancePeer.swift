@@ -58,6 +58,18 @@ final class GuestConformancePeer: ConformancePeer {
         try await start("example-advertisement", registered: "Advertisement registered")
     }
 
+    /// A copy of the (adapter-patched) `example-advertisement` whose advertisement is of type
+    /// `broadcast`: bluetoothd advertises it not connectable.
+    func startBroadcasting() async throws {
+        let example = example.withLock { $0 }
+        let source = example.directory.appendingPathComponent("example-advertisement")
+        let text = try String(contentsOf: source, encoding: .utf8)
+        #expect(text.contains("'peripheral')"), "example-advertisement no longer names its type 'peripheral'")
+        try text.replacingOccurrences(of: "'peripheral')", with: "'broadcast')")
+            .write(to: example.directory.appendingPathComponent("example-broadcast"), atomically: true, encoding: .utf8)
+        try await start("example-broadcast", registered: "Advertisement registered")
+    }
+
     func startGATTServer() async throws {
         try await start("example-gatt-server", registered: "GATT application registered")
         try await startAdvertising()

@@ -41,7 +41,9 @@ import Testing
         let rig = try await Rig.start(
             adapters: [.init(dualMode: test.dualMode)], options: .init(version: test.version))
         defer { rig.stop() }
-        let beacon = SimulatedPeripheral(address: "C0:FF:EE:00:00:01", advertisingFlags: 0x04)
+        // Not connectable: from 5.78 a regular discovery creates a device for a connectable one
+        // (below).
+        let beacon = SimulatedPeripheral(address: "C0:FF:EE:00:00:01", advertisingFlags: 0x04, isConnectable: false)
         let flagged = SimulatedPeripheral(address: "C0:FF:EE:00:00:02", advertisingFlags: 0x06)
         try rig.bluez.addPeripheral(beacon)
         try rig.bluez.addPeripheral(flagged)
@@ -53,5 +55,24 @@ import Testing
         }
         let objects = try await rig.client.managedObjects()
         #expect((objects["/org/bluez/hci0/dev_C0_FF_EE_00_00_01"] != nil) == test.findsTheBeacon)
+    }
+
+    /// From 5.78 ("adapter: Create devices if they are connectable"), as the real 5.82 does
+    /// (DiscoveryConformance): a regular discovery creates a device for a connectable advertiser
+    /// without a discoverable flag, though it reports nothing more of it (no RSSI, no name).
+    @Test func aRegularDiscoveryCreatesADeviceForAConnectableFlaglessAdvertiser() async throws {
+        let rig = try await Rig.start(adapters: [.init(dualMode: false)], options: .init(version: .bluez5_82))
+        defer { rig.stop() }
+        let connectable = SimulatedPeripheral(address: "C0:FF:EE:00:00:03", name: "hidden", advertisingFlags: 0x04)
+        try rig.bluez.addPeripheral(connectable)
+        try await rig.client.call(
+            adapterPath, adapterInterface, "SetDiscoveryFilter", [filter(["Transport": .string("le")])])
+        try await startDiscovery(rig.client)
+        _ = await rig.client.signals.expect("the connectable one created") {
+            $0.member == "InterfacesAdded" && $0.objectPath == "/org/bluez/hci0/dev_C0_FF_EE_00_00_03"
+        }
+        let device = try await rig.client.managedObjects()["/org/bluez/hci0/dev_C0_FF_EE_00_00_03"]
+        #expect(device?["org.bluez.Device1"]?["Name"] == nil)
+        #expect(device?["org.bluez.Device1"]?["RSSI"] == nil)
     }
 }

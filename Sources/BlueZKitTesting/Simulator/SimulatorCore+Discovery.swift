@@ -157,10 +157,19 @@ extension SimulatorCore {
         if !monitors.isEmpty { discoverable = true }
         let path = Self.devicePath(adapter: name, address: peripheral.address)
         if devices[path] == nil {
-            guard discoverable else { return }
+            // From 5.78 ("adapter: Create devices if they are connectable"), a connectable
+            // advertiser gets a device even when not discoverable, and nothing more: its
+            // advertisement is not applied (seen on the real 5.82, DiscoveryConformance).
+            let createdAsConnectable = !discoverable && ad.isConnectable && options.version != .bluez5_66
+            guard discoverable || createdAsConnectable else { return }
             devices[path] = DeviceState(
                 path: path, adapterName: name, address: peripheral.address, addressType: peripheral.addressType)
             interfacesAdded(path, [Self.deviceInterface])
+            if createdAsConnectable {
+                updateDevice(path) { $0.lastSeenConnectable = true }
+                deviceLastSeen(path)
+                return
+            }
         }
         updateDevice(path) { $0.lastSeenConnectable = ad.isConnectable }
         deviceLastSeen(path)

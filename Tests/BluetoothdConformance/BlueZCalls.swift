@@ -138,6 +138,14 @@ public final class BlueZCalls: Sendable {
 
     // MARK: Adapter and devices
 
+    /// The `Device1` objects of the adapter under test now.
+    public func devicePaths(on bluetoothd: BluetoothdUnderTest) async throws -> Set<String> {
+        Set(
+            try await managedObjects().filter {
+                $0.key.hasPrefix(bluetoothd.adapterPath + "/") && $0.value.contains("org.bluez.Device1")
+            }.keys)
+    }
+
     /// Whether the object at `path` is exported now.
     public func exists(_ path: String) async throws -> Bool { try await managedObjects()[path] != nil }
 

@@ -4,13 +4,15 @@ public import Testing
 
 /// The first service discovery of a device bluetoothd had forgotten.
 ///
-/// Once `ServicesResolved` is true, `GetManagedObjects` holds the device's services. And
-/// bluetoothd signals `ServicesResolved` BEFORE the services' `InterfacesAdded`: gdbus sends the
-/// signals of its pending objects in the order the objects were first touched, and
-/// `register_gatt_services` changes the device's `UUIDs` before it exports the services, so the
-/// device's `PropertiesChanged` (with `ServicesResolved`) leaves first. A client that waits for
-/// `ServicesResolved` must therefore read the objects (or make one round trip) rather than count
-/// on the `InterfacesAdded` it has already received.
+/// Once `ServicesResolved` is true, `GetManagedObjects` holds the device's services, and every
+/// one of them is announced by an `InterfacesAdded`. The ORDER of the two is not fixed: gdbus
+/// sends the pending signals at the end of the main loop's turn in the order the objects were
+/// last touched (the device last: services first), but in the order they were first touched
+/// whenever bluetoothd sends another message in that turn (the device's `UUIDs` change first:
+/// `ServicesResolved` first). Both were seen on the real 5.82 (and `ServicesResolved` first on
+/// 5.66). A client that waits for `ServicesResolved` must therefore read the objects (or make one
+/// round trip) rather than count on the `InterfacesAdded` it has received; the simulator sends
+/// `ServicesResolved` first, the order that catches a client that does not.
 public enum GATTConformance {
     /// The Heart Rate service UUID the peer serves.
     public static let heartRate = "0000180d-0000-1000-8000-00805f9b34fb"
@@ -55,10 +57,7 @@ public enum GATTConformance {
         }
         let firstService = signals.firstIndex { $0.adds("org.bluez.GattService1", under: path) }
         if let resolvedIndex, let firstService {
-            #expect(
-                resolvedIndex < firstService,
-                "\(bluetoothd): ServicesResolved came after the services' InterfacesAdded: \(signals)",
-                sourceLocation: sourceLocation)
+            print("\(bluetoothd): ServicesResolved \(resolvedIndex < firstService ? "before" : "after") the services")
         }
         // Every service GetManagedObjects showed was announced.
         let announced = Set(signals.filter { $0.adds("org.bluez.GattService1", under: path) }.map(\.objectPath))

@@ -9,8 +9,11 @@ public import Testing
 ///   discovery. 5.66 still runs it as a filtered discovery, which reports every advertiser.
 /// - A regular discovery creates no device for an advertiser without a discoverable bit; but
 ///   from 5.78 ("adapter: Create devices if they are connectable", August 2024) it does when the
-///   advertiser is connectable (`btd_adapter_device_found`: `!discoverable && !monitoring &&
-///   not_connectable`). Seen on the real 5.82: a connectable flag-less advertiser IS reported.
+///   advertiser is connectable (`!discoverable && !monitoring && not_connectable`), until 5.84
+///   ("adapter: Implement SetFilterPolicy AutoConnect filter", May 2025, dropped the
+///   `not_connectable` test again). Seen: the real 5.82 reports a connectable flag-less
+///   advertiser under `Transport: le` alone, the real 5.87 does not. (The boundaries come from
+///   the patches; only 5.66, 5.82 and 5.87 are run.)
 /// - A `Pattern` (even empty) keeps the discovery filtered on every release.
 ///
 /// A broadcaster advertises from a random address (the kernel's non-resolvable private address
@@ -20,13 +23,16 @@ public enum DiscoveryConformance {
     /// The release from which `Transport: le` alone is a regular discovery.
     public static let regularFromVersion = BluetoothdUnderTest.Version(5, 67)
     /// The release from which a regular discovery creates devices for connectable advertisers
-    /// without a discoverable bit (only 5.66, 5.82 and 5.87 are run, so any release from 5.68 to
-    /// 5.82 gives the same expectations here).
+    /// without a discoverable bit.
     public static let connectableCreatedFromVersion = BluetoothdUnderTest.Version(5, 78)
+    /// The first release that no longer does.
+    public static let connectableCreatedUntilVersion = BluetoothdUnderTest.Version(5, 84)
 
     /// Whether `bluetoothd` reports a flag-less advertiser under `Transport: le` alone.
     public static func reportsUnderTransportOnly(_ bluetoothd: BluetoothdUnderTest, connectable: Bool) -> Bool {
-        bluetoothd.version < regularFromVersion || (connectable && bluetoothd.version >= connectableCreatedFromVersion)
+        bluetoothd.version < regularFromVersion
+            || (connectable && bluetoothd.version >= connectableCreatedFromVersion
+                && bluetoothd.version < connectableCreatedUntilVersion)
     }
 
     /// Runs both filters against `bluetoothd`, whose adapter is LE-only, with `peer` advertising

@@ -157,9 +157,10 @@ extension SimulatorCore {
         if !monitors.isEmpty { discoverable = true }
         let path = Self.devicePath(adapter: name, address: peripheral.address)
         if devices[path] == nil {
-            // From 5.78 ("adapter: Create devices if they are connectable"), a connectable
-            // advertiser gets a device even when not discoverable, and nothing more: its
-            // advertisement is not applied (seen on the real 5.82, DiscoveryConformance).
+            // From 5.78 ("adapter: Create devices if they are connectable") until 5.84, a
+            // connectable advertiser gets a device even when not discoverable, and nothing more:
+            // its advertisement is not applied (seen on the real 5.82, not on 5.87:
+            // DiscoveryConformance). The simulator's later release is 5.82.
             let createdAsConnectable = !discoverable && ad.isConnectable && options.version != .bluez5_66
             guard discoverable || createdAsConnectable else { return }
             devices[path] = DeviceState(

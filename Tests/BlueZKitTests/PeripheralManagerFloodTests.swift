@@ -121,6 +121,10 @@ import Testing
             try await central.write(
                 serviceUUID: "ABCD", characteristicUUID: "AB02", value: [UInt8(index & 0xFF)], type: .command)
         }
+        // The manager answers bluetoothd before it admits a write to the backlog (on the bus
+        // queue): wait for the last admissions, or one could land after the gate opens.
+        let busQueue = try #require(manager.engine.sync { $0.client?.connection.queue })
+        busQueue.sync {}
         #expect(manager.writesWithoutResponse.waitingCount == limit)
         // (The simulated central does not report a write command that did not go out.)
         #expect((1...100).contains(manager.writesWithoutResponse.droppedCount))

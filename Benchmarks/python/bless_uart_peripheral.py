@@ -10,6 +10,7 @@ on standard output:
 
     {"event": "advertising", "name": NAME}
     {"event": "receiving"}              (the first RX write)
+    {"event": "received", "bytes": N}   (each second in which more came: the bytes so far)
 
 bless (on dbus-next) answers every WriteValue call once its write callback returned.
 """
@@ -75,9 +76,13 @@ async def main():
         SERVICE, TX, GATTCharacteristicProperties.notify, None, GATTAttributePermissions.readable)
     await server.start()
     emit({"event": "advertising", "name": args.name})
+    reported = 0
     while True:
         await asyncio.sleep(1)
         flush()  # a subscription that came after the last write
+        if state["received"] != reported:
+            reported = state["received"]
+            emit({"event": "received", "bytes": reported})
 
 
 if __name__ == "__main__":

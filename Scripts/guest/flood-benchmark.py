@@ -178,11 +178,29 @@ class Peripheral:
         os.set_blocking(self.process.stdout.fileno(), False)
 
     def drain(self):
+        """Reads what it printed since (kept: a few short JSON lines a second at most)."""
         try:
-            while os.read(self.process.stdout.fileno(), 65536):
-                pass
+            while True:
+                data = os.read(self.process.stdout.fileno(), 65536)
+                if not data:
+                    break
+                self.buffer += data
         except (BlockingIOError, OSError):
             pass
+
+    def events(self):
+        """The JSON lines it printed, parsed (others skipped)."""
+        found = []
+        for line in self.buffer.splitlines():
+            try:
+                found.append(json.loads(line))
+            except ValueError:
+                pass
+        return found
+
+    def stderr_tail(self):
+        with open(self.stderr.name, "rb") as stderr:
+            return stderr.read()[-400:].decode(errors="replace")
 
     def memory(self):
         """VmRSS and VmHWM in KiB."""
@@ -255,8 +273,11 @@ def write_flood_run(args, side):
         interface(device, "org.bluez.Device1").Disconnect(timeout=30)
         time.sleep(3)
         after = peripheral.memory() if peripheral.process.poll() is None else {}
+        peripheral.drain()
     finally:
         peripheral.stop()
+    events = peripheral.events()
+    received = [event["bytes"] for event in events if event.get("event") == "received"]
     if warm is None:
         die(f"{side}: the flood ended before its warm-up")
     figures = {
@@ -268,11 +289,17 @@ def write_flood_run(args, side):
         "rss_peak_kib": final["VmHWM"], "rss_after_disconnect_kib": after.get("VmRSS"),
         "write_flood_rss_growth_kib": final["VmRSS"] - warm[0]["VmRSS"],
         "bytes_after_warmup": (writes - warm[1]) * len(chunk),
+        "peripheral_events": sorted({str(event.get("event")) for event in events}),
+        "peripheral_bytes_received": received[-1] if received else None,
+        "peripheral_stderr_tail": peripheral.stderr_tail(),
     }
     log(f"  write flood {side}: {writes} writes of {len(chunk)} B in {figures['seconds']} s "
         f"({figures['writes_per_second']}/s), VmRSS {before['VmRSS']} → {warm[0]['VmRSS']} (warm) → "
         f"{final['VmRSS']} KiB (peak {final['VmHWM']}), {figures['rss_after_disconnect_kib']} KiB 3 s after "
-        f"the link dropped; {waits} socket-full waits")
+        f"the link dropped; {waits} socket-full waits; its events {figures['peripheral_events']}, bytes received "
+        f"(bless only) {figures['peripheral_bytes_received']}")
+    if not any(event.get("event") == "receiving" for event in events):
+        log(f"  warning: {side} never said it received a write; its stderr ends: {figures['peripheral_stderr_tail']!r}")
     return figures
 
 
@@ -471,7 +498,10 @@ def main():
                 ("rss_after_disconnect_kib", "VmRSS 3 s after disconnect (KiB)", 0)):
             for side in ("bluezkit", "bless"):
                 print(f"  {label:<42} {side:<9} {cell(flood['sides'][side][key], decimals)}")
-        print(f"  ratio BlueZKit / bless: VmRSS growth {flood['rss_growth_ratio_bluezkit_to_bless']}, "
+        growth_ratio = flood["rss_growth_ratio_bluezkit_to_bless"]
+        if growth_ratio is None:
+            growth_ratio = "undefined (bless's median growth is 0 KiB)"
+        print(f"  ratio BlueZKit / bless: VmRSS growth {growth_ratio}, "
               f"writes per second {flood['writes_per_second_ratio_bluezkit_to_bless']}")
     if "ccc_toggle" in result:
         ccc = result["ccc_toggle"]

@@ -18,7 +18,7 @@ Write flood (--only write): the peripheral on hci1 is DIR/uart-bridge peripheral
 central subscribes: until then the example queues the bytes) or PY DIR/bless_uart_peripheral.py
 (the same service and the same queueing, with bless); R runs each (default 2), alternating.
 The central calls AcquireWrite({}) on RX (a SOCK_SEQPACKET socket and the MTU) and writes
-MTU - 3 byte chunks, non-blocking, each as soon as the socket takes it (select for writable),
+MTU - 3 (at most 510) byte chunks, non-blocking, each as soon as the socket takes it (select for writable),
 for D seconds (default 20); it never subscribes to TX. The peripheral's VmRSS (/proc/PID/status)
 is read before the flood, after W seconds of it (default 2) and at its end:
 write_flood_rss_growth_kib = end - warm-up; also writes sent per second (whole flood), the
@@ -240,8 +240,10 @@ def write_flood_run(args, side):
         rx = characteristic(device, RX)
         fd_object, mtu = interface(rx, "org.bluez.GattCharacteristic1").AcquireWrite({}, timeout=30)
         fd = fd_object.take()
-        chunk = bytes(range(256)) * ((int(mtu) - 3) // 256 + 1)
-        chunk = chunk[:int(mtu) - 3]
+        # An attribute value is at most 512 bytes and bluetoothd <= 5.68 refuses 511 and 512:
+        # bluetoothd's GATT server drops a longer Write Cmd without a word.
+        size = min(int(mtu) - 3, 510)
+        chunk = (bytes(range(256)) * (size // 256 + 1))[:size]
         os.set_blocking(fd, False)
         before = peripheral.memory()
         writes = errors = waits = 0

@@ -4,8 +4,8 @@ import Testing
 
 /// The conformance bodies (Tests/BluetoothdConformance) against the simulator, once per release
 /// it plays: where a body fails here and passes against the real bluetoothd (EndToEndTests'
-/// ConformanceEndToEndTests), the simulator is the bug. The agent body has no harness here yet
-/// (the simulator's default-agent log is being added).
+/// ConformanceEndToEndTests), the simulator is the bug. The bonded half of the CCC body has no
+/// harness here yet.
 @Suite(.timeLimit(.minutes(1))) struct ConformanceSimulatorTests {
     @Test(arguments: SimulatedBlueZ.Version.allCases, [true, false])
     func discovery(_ version: SimulatedBlueZ.Version, connectable: Bool) async throws {
@@ -41,5 +41,13 @@ import Testing
         let peer = SimulatedConformancePeer(bluez)
         try await CCCConformance.runUnbonded(bluetoothd, peer: peer)
         await peer.stop()
+    }
+
+    /// bluetoothd's queue of default agents, judged by the lines of its log.
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func defaultAgents(_ version: SimulatedBlueZ.Version) async throws {
+        let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
+        defer { bluez.stop() }
+        try await AgentConformance.run(bluetoothd)
     }
 }

@@ -17,7 +17,8 @@ enum SimulatedBluetoothd {
         let bluez = try await SimulatedBlueZ.start(
             adapters: [.init(name: "hci0", dualMode: false)], options: .init(version: version))
         let underTest = BluetoothdUnderTest(
-            name: "simulator", version: Self.version(version), busAddress: bluez.busAddress)
+            name: "simulator", version: Self.version(version), busAddress: bluez.busAddress,
+            defaultAgentLog: { bluez.defaultAgentLog })
         return (bluez, underTest)
     }
 }

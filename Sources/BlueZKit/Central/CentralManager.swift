@@ -99,6 +99,12 @@ public final class CentralManager: @unchecked Sendable {
     /// `.unauthorized` when the bus refuses us (D-Bus `AccessDenied`).
     public var state: ManagerState { shared.withLock { $0.state } }
 
+    /// Whether this process may use Bluetooth (`CBManager.authorization`, iOS 13): ``ManagerAuthorization/denied``
+    /// when the bus refuses this manager (``state`` `.unauthorized`), ``ManagerAuthorization/allowedAlways``
+    /// once it read bluetoothd's objects, else what another manager of the process learned
+    /// (``Manager/authorization``). Any thread.
+    public var authorization: ManagerAuthorization { Manager.authorization(in: state) }
+
     /// Whether a scan is running.
     public var isScanning: Bool { shared.withLock { $0.isScanning } }
 
@@ -322,6 +328,7 @@ public final class CentralManager: @unchecked Sendable {
     private func apply(_ event: Event) {
         switch event {
         case .state(let newState):
+            Manager.learn(from: newState)
             shared.withLock { shared in
                 shared.state = newState
                 if newState != .poweredOn && shared.isScanning {

@@ -19,6 +19,10 @@ public typealias CBATTError = ATTError
 public typealias CBError = BluetoothError
 /// Core Bluetooth's name for ``ManagerState``.
 public typealias CBManagerState = ManagerState
+/// Core Bluetooth's name for ``ManagerAuthorization``.
+public typealias CBManagerAuthorization = ManagerAuthorization
+/// Core Bluetooth's name for ``Manager``, for its class property `CBManager.authorization`.
+public typealias CBManager = Manager
 
 // MARK: Advertisement data keys
 

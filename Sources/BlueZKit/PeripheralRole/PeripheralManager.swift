@@ -163,6 +163,9 @@ public final class PeripheralManager: @unchecked Sendable {
     /// Whether the adapter can be used, as for ``CentralManager/state``.
     public var state: ManagerState { reportedState.withLock { $0 } }
 
+    /// Whether this process may use Bluetooth, as for ``CentralManager/authorization``. Any thread.
+    public var authorization: ManagerAuthorization { Manager.authorization(in: state) }
+
     /// Whether an advertisement is registered with bluetoothd.
     public var isAdvertising: Bool { engine.sync { $0.isAdvertising } }
 
@@ -365,6 +368,7 @@ public final class PeripheralManager: @unchecked Sendable {
 
     private func setState(_ newState: ManagerState) {
         queue.async {
+            Manager.learn(from: newState)
             let changed = self.reportedState.withLock { state in
                 defer { state = newState }
                 return state != newState

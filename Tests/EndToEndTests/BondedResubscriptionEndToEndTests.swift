@@ -63,13 +63,21 @@ extension EndToEndTests {
         sensor.readValue(for: remoteSecret)
         try await waitUntil("read the encrypted value", timeout: .seconds(60)) { recorder.count("value 2A19") == 1 }
         try await waitUntil("bonded", timeout: .seconds(10)) { sensor.isBonded }
+        // The peripheral's bluetoothd finishes its side of the bonding later: dropping the link
+        // before then leaves both devices temporary (CI 2026-12-06, 5.66: "bonding_attempt_complete
+        // … status 0x0e", disconnected), and there is no bond to keep a subscription across.
+        let path = "/org/bluez/hci1/dev_" + hci0.replacingOccurrences(of: ":", with: "_")
+        try await pollUntil("hci1 has the bond too", timeout: .seconds(30)) {
+            let paired = try? await Tool.output(
+                "/usr/bin/busctl", ["get-property", "org.bluez", path, "org.bluez.Device1", "Paired"])
+            return paired?.trimmingCharacters(in: .whitespacesAndNewlines) == "b true"
+        }
         sensor.setNotifyValue(true, for: remoteMeasurement)
         try await waitUntil("subscribed", timeout: .seconds(30)) { server.count("subscribed") == 1 }
         #expect(manager.updateValue(Data([0x00, 0x51]), for: measurement, onSubscribedCentrals: nil))
         try await waitUntil("the first value", timeout: .seconds(30)) { recorder.count("value 2A37 0051") == 1 }
 
         // The link drops from the peripheral's side, the central still subscribed.
-        let path = "/org/bluez/hci1/dev_" + hci0.replacingOccurrences(of: ":", with: "_")
         try await Tool.output("/usr/bin/busctl", ["call", "org.bluez", path, "org.bluez.Device1", "Disconnect"])
         try await waitUntil("the link dropped", timeout: .seconds(30)) { sensor.state == .disconnected }
         try await waitUntil("unsubscribed with the link", timeout: .seconds(30)) { server.count("unsubscribed") == 1 }

@@ -9,7 +9,10 @@ public typealias L2CAPPSM = UInt16
 
 /// A remote device: a ``Peripheral`` (central role) or a ``Central`` (peripheral role), as Core
 /// Bluetooth's `CBPeer`.
-public protocol Peer: AnyObject, Sendable {
+///
+/// As `CBPeer` is an `NSObject`, a peer has ``CoreBluetoothObject``'s `isEqual(_:)`, `hash` and
+/// `%@` formatting: `channel.peer.isEqual(peripheral)`.
+public protocol Peer: AnyObject, Sendable, CoreBluetoothObject {
     /// The stable identifier of the remote device, as seen from this adapter.
     var identifier: UUID { get }
 }

@@ -74,6 +74,24 @@ let package = Package(
             path: "Tests/CoreBluetoothPortSwift5",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        // An iOS app's BLE manager as iOS developers write it (NSObject delegate on the main queue,
+        // %@ logging, isEqual, a Timer reading the RSSI, connect during the scan, its own
+        // descriptions of Core Bluetooth's enums), importing BlueZKit only, as two programs from
+        // the same files (the second directory is a symbolic link to the first). Programs, not
+        // libraries: its `extension CBManagerState: CustomStringConvertible` would otherwise
+        // change how every test in the test bundle prints a state (conformances are
+        // process-wide), and its Timer needs the main run loop, which its main.swift runs.
+        .executableTarget(
+            name: "CoreBluetoothPortIOS",
+            dependencies: ["BlueZKit"],
+            path: "Tests/CoreBluetoothPortIOS"
+        ),
+        .executableTarget(
+            name: "CoreBluetoothPortIOSSwift5",
+            dependencies: ["BlueZKit"],
+            path: "Tests/CoreBluetoothPortIOSSwift5",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
         .target(
             name: "BlueZKitTesting",
             dependencies: ["DBus", "Locking"],

@@ -104,6 +104,13 @@ import Testing
                 == "\(service.description) | \(measurement.description) | \(descriptor.description)")
         #expect(String(format: "%@", peripheral).contains(peripheral.identifier.uuidString))
         NSLog("CoreBluetoothObjectTests: %@ %@ %@ %@", peripheral, service, location, descriptor)
+
+        // The managers: `central.isEqual(centralManager)` and `==` in a delegate serving two.
+        let second = CBCentralManager(
+            delegate: nil, queue: queue, options: [BlueZKitOptionBusAddressKey: "unix:path=/nonexistent"])
+        #expect(central.isEqual(central) && central == central && !central.isEqual(second) && central != second)
+        #expect(!central.isEqual(peripheral))
+        #expect(String(format: "%@", central).hasPrefix("<CentralManager: 0x"))
         withExtendedLifetime(central) {}
     }
 
@@ -135,5 +142,10 @@ import Testing
         #expect(request.isEqual(request) && !request.isEqual(another) && request.hash == request.hash)
         #expect(String(format: "%@", request) == request.description)
         NSLog("CoreBluetoothObjectTests: %@ %@ %@ %@", service, characteristic, central, request)
+
+        let manager = CBPeripheralManager(
+            delegate: nil, queue: nil, options: [BlueZKitOptionBusAddressKey: "unix:path=/nonexistent"])
+        #expect(manager.isEqual(manager) && manager.hash == manager.hash && !manager.isEqual(nil))
+        #expect(String(format: "%@", manager).hasPrefix("<PeripheralManager: 0x"))
     }
 }

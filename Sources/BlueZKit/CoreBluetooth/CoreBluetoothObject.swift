@@ -16,8 +16,8 @@ import Foundation
 /// ``isEqual(_:)``, ``hash``, and formatting with `%@` in `String(format:)` and `NSLog`.
 ///
 /// ``BluetoothUUID`` (`CBUUID`), ``Peripheral``, ``Service``, ``Characteristic``, ``Descriptor``
-/// (and their mutable subclasses), ``Central``, ``ATTRequest`` and ``L2CAPChannel`` conform, as do
-/// ``Peer``s. `isEqual(_:)` is `==` (identity for the classes, the 128-bit value for a UUID,
+/// (and their mutable subclasses), ``Central``, ``ATTRequest``, ``L2CAPChannel`` and the two
+/// managers conform, as do ``Peer``s. `isEqual(_:)` is `==` (identity for the classes, the 128-bit value for a UUID,
 /// the identifier for a ``Central``) and `hash` is `hashValue`, so objects that are equal have
 /// equal hashes, as `NSObject`'s contract asks. `%@` prints the type's `description` (a UUID
 /// prints its ``BluetoothUUID/uuidString``). Any thread.
@@ -69,4 +69,22 @@ extension L2CAPChannel: CoreBluetoothObject {
     public static func == (a: L2CAPChannel, b: L2CAPChannel) -> Bool { a === b }
     /// Hashes the object's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
+
+extension CentralManager: CoreBluetoothObject {
+    /// Whether `a` and `b` are the same manager (identity, as Core Bluetooth's objects compare).
+    public static func == (a: CentralManager, b: CentralManager) -> Bool { a === b }
+    /// Hashes the object's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The class and the object's address, as `NSObject` describes an object.
+    public var description: String { "<CentralManager: \(Unmanaged.passUnretained(self).toOpaque())>" }
+}
+
+extension PeripheralManager: CoreBluetoothObject {
+    /// Whether `a` and `b` are the same manager (identity, as Core Bluetooth's objects compare).
+    public static func == (a: PeripheralManager, b: PeripheralManager) -> Bool { a === b }
+    /// Hashes the object's identity.
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+    /// The class and the object's address, as `NSObject` describes an object.
+    public var description: String { "<PeripheralManager: \(Unmanaged.passUnretained(self).toOpaque())>" }
 }

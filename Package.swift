@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "heart-rate-peripheral", targets: ["HeartRatePeripheral"]),
         .executable(name: "heart-rate-central", targets: ["HeartRateCentral"]),
         .executable(name: "uart-bridge", targets: ["UARTBridge"]),
+        .executable(name: "flood-peer", targets: ["FloodPeer"]),
     ],
     targets: [
         .systemLibrary(
@@ -169,6 +170,14 @@ let package = Package(
             name: "FloodBenchmark",
             dependencies: ["BlueZKit", "BlueZKitTesting"],
             path: "Benchmarks/FloodBenchmark",
+            swiftSettings: strictSettings
+        ),
+        // The BlueZKit side of Scripts/benchmark-flood's slow floods (real bluetoothd): a
+        // peripheral and a central whose delegates answer slowly and keep nothing, a notifier.
+        .executableTarget(
+            name: "FloodPeer",
+            dependencies: ["BlueZKit"],
+            path: "Benchmarks/FloodPeer",
             swiftSettings: strictSettings
         ),
         .executableTarget(

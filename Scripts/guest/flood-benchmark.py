@@ -5,8 +5,9 @@ real bluetoothd of the emulated BlueZ environment (one TCG vCPU).
 Run by Scripts/benchmark-flood inside Scripts/bluez-vm (dbus-daemon, bluetoothd, hci0 and hci1
 powered):
 
-  flood-benchmark.py --bin DIR --python PY --python-dir DIR [--only write,ccc] [--runs R]
-                     [--duration D] [--warmup W] [--json FILE]
+  flood-benchmark.py --bin DIR --python PY --python-dir DIR [--only write,ccc,slow-write,slow-notify]
+                     [--runs R] [--duration D] [--slow-duration S] [--delay-ms M] [--warmup W]
+                     [--json FILE]
 
 This driver is the central, on hci0, through bluetoothd's D-Bus API (python3-dbus, no main
 loop): it discovers the peripheral by name (Adapter1.StartDiscovery, LE), Device1.Connect, waits
@@ -36,6 +37,10 @@ ends with that rename; none is missed, unlike polling the inode), in a thread:
 restoration_writes_per_second_under_ccc_toggle, and toggles (StartNotify or StopNotify calls
 answered) per second. R runs. bless has no counterpart: it has no state restoration.
 
+Slow floods (--only slow-write,slow-notify, S seconds each, default 60): a peer that keeps
+nothing and whose delegate sleeps M ms (default 20) per batch or value, BlueZKit's flood-peer
+beside bless or bleak; see slow_flood.py.
+
 Prints progress on stderr, the table on stdout, and writes --json FILE.
 """
 
@@ -59,6 +64,7 @@ import dbus  # python3-dbus
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import guest_common  # noqa: E402
+import slow_flood  # noqa: E402
 from guest_common import die, log  # noqa: E402
 
 guest_common.PROGRAM = "flood-benchmark"
@@ -165,14 +171,14 @@ class Peripheral:
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.stderr, env=env, bufsize=0)
         self.buffer = b""
 
-    def wait_advertising(self, seconds=120):
+    def wait_advertising(self, seconds=120, word=b'"advertising"'):
         deadline = time.monotonic() + seconds
-        while b'"advertising"' not in self.buffer:
+        while word not in self.buffer:
             left = deadline - time.monotonic()
             if self.process.poll() is not None:
                 die(f"{self.label} exited ({self.process.returncode}); see {self.stderr.name}")
             if left <= 0:
-                die(f"{self.label} not advertising after {seconds} s: {self.buffer[-300:]!r}")
+                die(f"{self.label}: no {word.decode()} after {seconds} s: {self.buffer[-300:]!r}")
             if select.select([self.process.stdout], [], [], min(left, 0.5))[0]:
                 self.buffer += os.read(self.process.stdout.fileno(), 65536)
         os.set_blocking(self.process.stdout.fileno(), False)
@@ -431,13 +437,15 @@ def main():
     parser.add_argument("--only", default="write,ccc")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--duration", type=float, default=20)
+    parser.add_argument("--slow-duration", type=float, default=60)
+    parser.add_argument("--delay-ms", type=int, default=20)
     parser.add_argument("--warmup", type=float, default=2)
     parser.add_argument("--json")
     args = parser.parse_args()
     only = set(args.only.split(","))
-    if not only <= {"write", "ccc"}:
-        die("--only takes write, ccc")
-    if args.warmup >= args.duration:
+    if not only <= {"write", "ccc", "slow-write", "slow-notify"}:
+        die("--only takes write, ccc, slow-write, slow-notify")
+    if args.warmup >= min(args.duration, args.slow_duration):
         die("--warmup must be shorter than --duration")
     args.workdir = tempfile.mkdtemp(prefix="flood-")
     result = {"kernel": platform.release(), "bluez": os.environ.get("BLUEZKIT_BLUEZ_VERSION", "5.66"),
@@ -470,9 +478,10 @@ def main():
             "restoration_writes_per_toggle": summary(runs, "restoration_writes_per_toggle"),
             "bless": "no counterpart: bless has no state restoration",
         }
+    figures = result["figures"] = {}
+    slow_flood.run(sys.modules[__name__], args, only, result)
     shutil.rmtree(args.workdir, ignore_errors=True)
     # The headline figures, flat (medians), for comparing one run's file with another's.
-    figures = {}
     if "write_flood" in result:
         for side in ("bluezkit", "bless"):
             for key in ("write_flood_rss_growth_kib", "writes_per_second"):
@@ -516,6 +525,7 @@ def main():
                 ("restoration_writes_per_toggle", "restoration file writes per toggle", 3)):
             print(f"  {label:<52} {cell(ccc[key], decimals)}")
         print("  bless: no counterpart (bless has no state restoration)")
+    slow_flood.print_tables(sys.modules[__name__], args, result)
     sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as out:

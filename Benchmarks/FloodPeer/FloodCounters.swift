@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// What the flood peer received or sent so far; updated on the delegate queue, read on the
@@ -15,6 +16,27 @@ final class FloodCounters: @unchecked Sendable {
     /// Sets the counter `key`.
     func set(_ key: String, _ value: Int) {
         lock.withLock { values[key] = value }
+    }
+
+    /// Emits the counters as a `count` line every second and as a `final` line on SIGINT or
+    /// SIGTERM (then exits), from a queue of their own; returns the sources, to keep alive.
+    func startReporting() -> [any DispatchSourceProtocol] {
+        let queue = DispatchQueue(label: "flood-peer.reports")
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + 1, repeating: 1)
+        timer.setEventHandler { FloodOutput.emit("count", self.snapshot()) }
+        timer.resume()
+        let signals = [SIGINT, SIGTERM].map { number -> any DispatchSourceProtocol in
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler {
+                FloodOutput.emit("final", self.snapshot())
+                exit(0)
+            }
+            source.resume()
+            return source
+        }
+        return [timer] + signals
     }
 
     /// The counters, and the seconds since the program started.

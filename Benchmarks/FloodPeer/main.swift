@@ -56,19 +56,5 @@ default:
     running = peripheral
 }
 
-let reports = DispatchQueue(label: "flood-peer.reports")
-let timer = DispatchSource.makeTimerSource(queue: reports)
-timer.schedule(deadline: .now() + 1, repeating: 1)
-timer.setEventHandler { FloodOutput.emit("count", counters.snapshot()) }
-timer.resume()
-let signalSources = [SIGINT, SIGTERM].map { number in
-    signal(number, SIG_IGN)
-    let source = DispatchSource.makeSignalSource(signal: number, queue: reports)
-    source.setEventHandler {
-        FloodOutput.emit("final", counters.snapshot())
-        exit(0)
-    }
-    source.resume()
-    return source
-}
-withExtendedLifetime((running, timer, signalSources)) { dispatchMain() }
+let reporting = counters.startReporting()
+withExtendedLifetime((running, reporting)) { dispatchMain() }

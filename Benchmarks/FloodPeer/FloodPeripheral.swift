@@ -20,6 +20,7 @@ final class FloodPeripheral: PeripheralManagerDelegate, @unchecked Sendable {
     private let name: String
     private let notifies: Bool
     private let delay: TimeInterval
+    private let valueLength: Int
     private let counters: FloodCounters
     private var manager: PeripheralManager?
     private let rx = MutableCharacteristic(
@@ -32,11 +33,14 @@ final class FloodPeripheral: PeripheralManagerDelegate, @unchecked Sendable {
     private var pumpScheduled = false
     private var value = Data()
 
-    init(adapter: String?, name: String, notifies: Bool, delay: TimeInterval, counters: FloodCounters) {
+    init(
+        adapter: String?, name: String, notifies: Bool, delay: TimeInterval, valueLength: Int, counters: FloodCounters
+    ) {
         self.adapter = adapter
         self.name = name
         self.notifies = notifies
         self.delay = delay
+        self.valueLength = valueLength
         self.counters = counters
     }
 
@@ -93,7 +97,9 @@ final class FloodPeripheral: PeripheralManagerDelegate, @unchecked Sendable {
         _ peripheral: PeripheralManager, central: Central, didSubscribeTo characteristic: MutableCharacteristic
     ) {
         subscriber = central
-        let length = min(max(central.maximumUpdateValueLength, 20), 510)
+        // bluetoothd 5.66 tells the peripheral the MTU only with the central's first write (the
+        // central says 20 until then); the link's MTU is larger, and bluetoothd cuts a longer value.
+        let length = valueLength
         value = Data((0..<length).map { UInt8(truncatingIfNeeded: $0) })
         counters.set("value_bytes", length)
         FloodOutput.emit("subscribed", ["central": central.identifier.uuidString, "value_bytes": length])

@@ -2,13 +2,13 @@
 // bluetoothd, using only BlueZKit's public API. It keeps nothing it receives.
 //
 //   flood-peer peripheral [--adapter hciN] [--name N] [--delegate-delay-ms D]
-//   flood-peer notifier [--adapter hciN] [--name N]
+//   flood-peer notifier [--adapter hciN] [--name N] [--value-bytes B]
 //   flood-peer central [--adapter hciN] [--name N] [--delegate-delay-ms D]
 //
 // peripheral: a Nordic-UART-like service whose RX takes writes and writes without response;
 // the delegate sleeps D ms (default 20) per didReceiveWrite batch and drops the data.
 // notifier: the same service with TX (notify); once a central subscribes, it calls updateValue
-// with values of the central's maximumUpdateValueLength (at most 510 bytes) as fast as
+// with values of B bytes (default 244, at most 512) as fast as
 // peripheralManagerIsReady(toUpdateSubscribers:) allows.
 // central: finds the peripheral advertising the service (and --name), connects, subscribes to
 // TX; its peripheral(_:didUpdateValueFor:error:) sleeps D ms per value and keeps nothing.
@@ -22,7 +22,7 @@ import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 let usage =
-    "usage: flood-peer peripheral|notifier|central [--adapter hciN] [--name NAME] [--delegate-delay-ms D]"
+    "usage: flood-peer peripheral|notifier|central [--adapter hciN] [--name NAME] [--delegate-delay-ms D] [--value-bytes B]"
 
 /// The value after `flag`, if given.
 func option(_ flag: String) -> String? {
@@ -40,6 +40,10 @@ guard let delayMilliseconds = Int(option("--delegate-delay-ms") ?? "20"), delayM
     FileHandle.standardError.write(Data("--delegate-delay-ms takes a whole number\n\(usage)\n".utf8))
     exit(2)
 }
+guard let valueLength = Int(option("--value-bytes") ?? "244"), (1...512).contains(valueLength) else {
+    FileHandle.standardError.write(Data("--value-bytes takes 1 to 512\n\(usage)\n".utf8))
+    exit(2)
+}
 let delay = TimeInterval(delayMilliseconds) / 1000
 let counters = FloodCounters()
 
@@ -51,7 +55,8 @@ case "central":
     running = central
 default:
     let peripheral = FloodPeripheral(
-        adapter: adapter, name: name, notifies: role == "notifier", delay: delay, counters: counters)
+        adapter: adapter, name: name, notifies: role == "notifier", delay: delay, valueLength: valueLength,
+        counters: counters)
     peripheral.start()
     running = peripheral
 }

@@ -176,7 +176,7 @@ class Peripheral:
         while word not in self.buffer:
             left = deadline - time.monotonic()
             if self.process.poll() is not None:
-                die(f"{self.label} exited ({self.process.returncode}); see {self.stderr.name}")
+                die(f"{self.label} exited ({self.process.returncode}); its stderr ends: {self.stderr_tail()!r}")
             if left <= 0:
                 die(f"{self.label}: no {word.decode()} after {seconds} s: {self.buffer[-300:]!r}")
             if select.select([self.process.stdout], [], [], min(left, 0.5))[0]:

@@ -82,6 +82,18 @@ def last_count(process):
     return counts[-1] if counts else {}
 
 
+def busy_rate(process, key):
+    """`key` per second while the peer's delegate or callback was busy: from its first count
+    event with some to the first one that reached its final total (the count events of a
+    Python peer come late while its event loop sleeps in the callback)."""
+    counts = [event for event in process.events() if event.get("event") in ("count", "final") and event.get(key)]
+    if not counts:
+        return None
+    last = next(event for event in counts if event[key] == counts[-1][key])
+    seconds = last["seconds"] - counts[0]["seconds"]
+    return round((last[key] - counts[0][key]) / seconds, 1) if seconds > 0 else None
+
+
 def wait_settled(process, key, seconds):
     """Waits until the peer's `key` count stayed the same for 3 s (its backlog drained), at most
     `seconds`; returns whether it settled."""
@@ -123,6 +135,10 @@ def sampled_flood(bench, args, target, step):
     return before, warm, samples, memory(target.process.pid), warm_daemons, daemons(), time.monotonic() - start
 
 
+def growth(figures, field):
+    return figures["memory_end"].get(field, 0) - figures["memory_warm"].get(field, 0)
+
+
 def common_figures(side, key, before, warm, samples, end, warm_daemons, end_daemons, seconds):
     return {
         "side": side, "seconds": round(seconds, 3),
@@ -152,12 +168,10 @@ def slow_write_run(bench, args, side):
         chunk = (bytes(range(256)) * 2)[:size]
         os.set_blocking(fd, False)
         sent = {"writes": 0, "waits": 0, "error": None, "warm": None}
-        delivered_warm = {}
 
         def step(left):
             if sent["warm"] is None and left <= args.slow_duration - args.warmup:
                 sent["warm"] = sent["writes"]
-                delivered_warm.update(last_count(peer))
             if sent["error"]:
                 time.sleep(min(left, 0.2))
                 return
@@ -194,8 +208,7 @@ def slow_write_run(bench, args, side):
         "write_error": sent["error"], "peer_alive_at_end": alive,
         "writes_sent_per_second": round(sent["writes"] / seconds, 1),
         "writes_delivered_during_flood": delivered_end.get("writes"),
-        "writes_delivered_per_second": round((delivered_end.get("writes", 0) - delivered_warm.get("writes", 0))
-                                             / max(delivered_end.get("seconds", 0) - delivered_warm.get("seconds", 0), 1e-3), 1),
+        "writes_delivered_per_second": busy_rate(peer, "writes"),
         "writes_delivered_in_all": final.get("writes"), "drained_after_flood": settled,
         "dropped_logged": dropped if side == "bluezkit" else None, "drop_warning": warned if side == "bluezkit" else None,
         "peer_stderr_tail": peer.stderr_tail(),
@@ -203,7 +216,7 @@ def slow_write_run(bench, args, side):
     log(f"  slow write {side}: {sent['writes']} writes of {size} B in {seconds} s "
         f"({figures['writes_sent_per_second']}/s), delegate took {figures['writes_delivered_per_second']}/s, "
         f"{final.get('writes')} in all; VmRSS {figures['rss_warm_kib']} (warm) → {figures['rss_end_kib']} KiB "
-        f"(+{figures['write_flood_memory_growth_kib']}), samples {figures['rss_samples_kib']}; bluetoothd "
+        f"(+{figures['write_flood_memory_growth_kib']}; RssAnon {growth(figures, 'RssAnon')}), samples {figures['rss_samples_kib']}; bluetoothd "
         f"+{figures['bluetoothd_growth_kib']}, dbus-daemon +{figures['dbus_daemon_growth_kib']} KiB; dropped "
         f"(logged) {figures['dropped_logged']}")
     return figures
@@ -233,7 +246,8 @@ def slow_notify_run(bench, args, side):
             central.drain()
 
         flood = sampled_flood(bench, args, central, step)
-        sent_end, delivered_end = last_count(notifier), last_count(central)
+        sent_end = last_count(notifier)
+        delivered_end = last_count(central)
         alive = central.process.poll() is None
         notifier.stop()  # the link drops; the central's backlog drains
         settled = wait_settled(central, "notifications", 30)
@@ -245,7 +259,7 @@ def slow_notify_run(bench, args, side):
     notifier.drain()
     final = last_count(central)
     dropped, warned = logged_drops(central, "notifications")
-    sent_warm, delivered_warm = marks.get("warm", ({}, {}))
+    sent_warm = marks.get("warm", ({}, {}))[0]
 
     def rate(end, warm, key):
         seconds = end.get("seconds", 0) - warm.get("seconds", 0)
@@ -256,7 +270,7 @@ def slow_notify_run(bench, args, side):
         "value_bytes": sent_end.get("value_bytes"), "notifications_sent": sent_end.get("notifications"),
         "notifier_not_ready": sent_end.get("not_ready"), "central_alive_at_end": alive,
         "notifications_sent_per_second": rate(sent_end, sent_warm, "notifications"),
-        "notifications_delivered_per_second": rate(delivered_end, delivered_warm, "notifications"),
+        "notifications_delivered_per_second": busy_rate(central, "notifications"),
         "notifications_delivered_during_flood": delivered_end.get("notifications"),
         "notifications_delivered_in_all": final.get("notifications"), "drained_after_flood": settled,
         "dropped_logged": dropped if side == "bluezkit" else None, "drop_warning": warned if side == "bluezkit" else None,
@@ -266,7 +280,7 @@ def slow_notify_run(bench, args, side):
         f"({figures['notifications_sent_per_second']}/s after the warm-up), callback took "
         f"{figures['notifications_delivered_per_second']}/s, {final.get('notifications')} in all; VmRSS "
         f"{figures['rss_warm_kib']} (warm) → {figures['rss_end_kib']} KiB "
-        f"(+{figures['notification_flood_memory_growth_kib']}), samples {figures['rss_samples_kib']}; bluetoothd "
+        f"(+{figures['notification_flood_memory_growth_kib']}; RssAnon {growth(figures, 'RssAnon')}), samples {figures['rss_samples_kib']}; bluetoothd "
         f"+{figures['bluetoothd_growth_kib']}, dbus-daemon +{figures['dbus_daemon_growth_kib']} KiB; dropped "
         f"(logged) {figures['dropped_logged']}")
     return figures

@@ -54,13 +54,23 @@ async def main():
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stopping.set)
     bluez = {"adapter": args.adapter}
-    device = await BleakScanner.find_device_by_name(args.name, timeout=args.timeout, bluez=bluez)
-    if device is None:
-        sys.stderr.write(f"bleak_slow_central: {args.name} not found on {args.adapter}\n")
-        sys.exit(1)
-    client = BleakClient(device, timeout=60, bluez=bluez)
-    await client.connect()
-    await client.start_notify(TX, on_notification)
+    # The emulated link sometimes drops during service discovery: three attempts, as the
+    # BlueZKit side's driver allows its connect.
+    for attempt in range(3):
+        device = await BleakScanner.find_device_by_name(args.name, timeout=args.timeout, bluez=bluez)
+        if device is None:
+            sys.stderr.write(f"bleak_slow_central: {args.name} not found on {args.adapter}\n")
+            sys.exit(1)
+        client = BleakClient(device, timeout=60, bluez=bluez)
+        try:
+            await client.connect()
+            await client.start_notify(TX, on_notification)
+            break
+        except Exception as error:  # noqa: BLE001 (bleak raises several kinds)
+            sys.stderr.write(f"bleak_slow_central: attempt {attempt + 1}: {error!r}\n")
+            if attempt == 2:
+                raise
+            await asyncio.sleep(1)
     emit("subscribed")
     while not stopping.is_set():
         try:

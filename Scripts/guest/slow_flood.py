@@ -145,6 +145,8 @@ def common_figures(side, key, before, warm, samples, end, warm_daemons, end_daem
         key: end.get("VmRSS", 0) - warm.get("VmRSS", 0),
         "rss_before_kib": before.get("VmRSS"), "rss_warm_kib": warm.get("VmRSS"), "rss_end_kib": end.get("VmRSS"),
         "rss_samples_kib": samples, "memory_warm": warm, "memory_end": end,
+        "rss_anon_growth_kib": end.get("RssAnon", 0) - warm.get("RssAnon", 0),
+        "rss_file_growth_kib": end.get("RssFile", 0) - warm.get("RssFile", 0),
         "bluetoothd_growth_kib": end_daemons["bluetoothd"] - warm_daemons["bluetoothd"],
         "dbus_daemon_growth_kib": end_daemons["dbus-daemon"] - warm_daemons["dbus-daemon"],
     }
@@ -218,7 +220,7 @@ def slow_write_run(bench, args, side):
         f"{final.get('writes')} in all; VmRSS {figures['rss_warm_kib']} (warm) → {figures['rss_end_kib']} KiB "
         f"(+{figures['write_flood_memory_growth_kib']}; RssAnon {growth(figures, 'RssAnon')}), samples {figures['rss_samples_kib']}; bluetoothd "
         f"+{figures['bluetoothd_growth_kib']}, dbus-daemon +{figures['dbus_daemon_growth_kib']} KiB; dropped "
-        f"(logged) {figures['dropped_logged']}")
+        f"(logged) {figures['dropped_logged']}, drop warning {figures['drop_warning']}")
     return figures
 
 
@@ -282,7 +284,7 @@ def slow_notify_run(bench, args, side):
         f"{figures['rss_warm_kib']} (warm) → {figures['rss_end_kib']} KiB "
         f"(+{figures['notification_flood_memory_growth_kib']}; RssAnon {growth(figures, 'RssAnon')}), samples {figures['rss_samples_kib']}; bluetoothd "
         f"+{figures['bluetoothd_growth_kib']}, dbus-daemon +{figures['dbus_daemon_growth_kib']} KiB; dropped "
-        f"(logged) {figures['dropped_logged']}")
+        f"(logged) {figures['dropped_logged']}, drop warning {figures['drop_warning']}")
     return figures
 
 
@@ -290,6 +292,8 @@ FLOODS = {
     # only-name: (result key, run, headline key, rows (key, label, decimals))
     "slow-write": ("slow_write_flood", slow_write_run, "write_flood_memory_growth_kib", (
         ("write_flood_memory_growth_kib", "VmRSS growth warm-up → end (KiB)", 0),
+        ("rss_anon_growth_kib", "  of it RssAnon (heap, KiB)", 0),
+        ("rss_file_growth_kib", "  of it RssFile (mapped files, KiB)", 0),
         ("writes_sent_per_second", "writes sent per second", 1),
         ("writes_delivered_per_second", "writes to the delegate per second", 1),
         ("dropped_logged", "writes dropped (BlueZKit's log)", 0),
@@ -298,6 +302,8 @@ FLOODS = {
         ("dbus_daemon_growth_kib", "dbus-daemon VmRSS growth (KiB)", 0))),
     "slow-notify": ("slow_notification_flood", slow_notify_run, "notification_flood_memory_growth_kib", (
         ("notification_flood_memory_growth_kib", "VmRSS growth warm-up → end (KiB)", 0),
+        ("rss_anon_growth_kib", "  of it RssAnon (heap, KiB)", 0),
+        ("rss_file_growth_kib", "  of it RssFile (mapped files, KiB)", 0),
         ("notifications_sent_per_second", "notifications sent per second", 1),
         ("notifications_delivered_per_second", "notifications to the callback per second", 1),
         ("dropped_logged", "notifications dropped (BlueZKit's log)", 0),
@@ -319,7 +325,10 @@ def run(bench, args, only, result):
         runs = {"bluezkit": [], python: []}
         for number in range(args.runs):
             for side in (["bluezkit", python] if number % 2 == 0 else [python, "bluezkit"]):
-                runs[side].append(runner(bench, args, side))
+                try:
+                    runs[side].append(runner(bench, args, side))
+                except SystemExit:  # die() in a run: the other runs' figures still count
+                    runs[side].append({"side": side, "failed": True})
         sides = {side: {row[0]: bench.summary(values, row[0]) for row in rows} for side, values in runs.items()}
         median = lambda side, k: (sides[side][k] or {}).get("median")  # noqa: E731
         result[key] = {"delay_ms": args.delay_ms, "duration_s": args.slow_duration, "sides": sides, "runs": runs,

@@ -38,7 +38,7 @@ restoration_writes_per_second_under_ccc_toggle, and toggles (StartNotify or Stop
 answered) per second. R runs. bless has no counterpart: it has no state restoration.
 
 Slow floods (--only slow-write,slow-notify, S seconds each, default 60): a peer that keeps
-nothing and whose delegate sleeps M ms (default 20) per batch or value, BlueZKit's flood-peer
+nothing and whose delegate sleeps M ms (default 100) per batch or value, BlueZKit's flood-peer
 beside bless or bleak; see slow_flood.py.
 
 Prints progress on stderr, the table on stdout, and writes --json FILE.
@@ -438,7 +438,7 @@ def main():
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--duration", type=float, default=20)
     parser.add_argument("--slow-duration", type=float, default=60)
-    parser.add_argument("--delay-ms", type=int, default=20)
+    parser.add_argument("--delay-ms", type=int, default=100)
     parser.add_argument("--warmup", type=float, default=2)
     parser.add_argument("--json")
     args = parser.parse_args()

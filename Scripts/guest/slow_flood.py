@@ -1,5 +1,5 @@
 """The slow floods of flood-benchmark.py (--only slow-write,slow-notify): a peer that keeps
-nothing, whose delegate or callback sleeps D ms (--delay-ms, default 20) per batch or value, under
+nothing, whose delegate or callback sleeps D ms (--delay-ms, default 100) per batch or value, under
 a flood through the real bluetoothd; BlueZKit (Benchmarks/FloodPeer's flood-peer) beside Python
 (bless, bleak), R runs each, alternating, --slow-duration seconds each (default 60).
 
@@ -34,6 +34,8 @@ from guest_common import die, log
 
 NAME = "Flood"
 RX = "6e400002-b5a3-f393-e0a9-e50e24dcca9e"
+# Linux before 6.2 counts VmRSS, RssAnon and RssFile per thread and adds them up every 64 page
+# events: /proc/PID/status may lag by hundreds of pages; smaps_rollup walks the page tables.
 STATUS_FIELDS = ("VmRSS", "VmHWM", "RssAnon", "RssFile", "VmData")
 ROLLUP_FIELDS = ("Rss", "Anonymous", "Private_Dirty", "Shared_Clean")
 DROPS = {
@@ -82,6 +84,12 @@ def last_count(process):
     return counts[-1] if counts else {}
 
 
+def timeline(process, key):
+    """[seconds, count] of each of the peer's count events: when its values arrived."""
+    return [[event.get("seconds"), event.get(key)] for event in process.events()
+            if event.get("event") in ("count", "final")]
+
+
 def busy_rate(process, key):
     """`key` per second while the peer's delegate or callback was busy: from its first count
     event with some to the first one that reached its final total (the count events of a
@@ -95,7 +103,7 @@ def busy_rate(process, key):
 
 
 def wait_settled(process, key, seconds):
-    """Waits until the peer's `key` count stayed the same for 3 s (its backlog drained), at most
+    """Waits until the peer's `key` count stayed the same for 5 s (its backlog drained), at most
     `seconds`; returns whether it settled."""
     deadline = time.monotonic() + seconds
     value, since = last_count(process).get(key), time.monotonic()
@@ -104,7 +112,7 @@ def wait_settled(process, key, seconds):
         now = last_count(process).get(key)
         if now != value:
             value, since = now, time.monotonic()
-        elif time.monotonic() - since >= 3:
+        elif time.monotonic() - since >= 5:
             return True
     return False
 
@@ -145,6 +153,7 @@ def common_figures(side, key, before, warm, samples, end, warm_daemons, end_daem
         key: end.get("VmRSS", 0) - warm.get("VmRSS", 0),
         "rss_before_kib": before.get("VmRSS"), "rss_warm_kib": warm.get("VmRSS"), "rss_end_kib": end.get("VmRSS"),
         "rss_samples_kib": samples, "memory_warm": warm, "memory_end": end,
+        "smaps_rss_growth_kib": end.get("smaps_Rss", 0) - warm.get("smaps_Rss", 0),
         "rss_anon_growth_kib": end.get("RssAnon", 0) - warm.get("RssAnon", 0),
         "rss_file_growth_kib": end.get("RssFile", 0) - warm.get("RssFile", 0),
         "bluetoothd_growth_kib": end_daemons["bluetoothd"] - warm_daemons["bluetoothd"],
@@ -197,7 +206,9 @@ def slow_write_run(bench, args, side):
             bench.interface(device, "org.bluez.Device1").Disconnect(timeout=30)
         except bench.dbus.DBusException:
             pass
-        settled = wait_settled(peer, "writes", 45)
+        # BlueZKit's 1024 waiting writes take 1024 delays to drain (its drop count is logged
+        # once fewer than 512 wait).
+        settled = wait_settled(peer, "writes", min(1100 * args.delay_ms / 1000 + 15, 150))
     finally:
         peer.stop()
     peer.drain()
@@ -213,7 +224,7 @@ def slow_write_run(bench, args, side):
         "writes_delivered_per_second": busy_rate(peer, "writes"),
         "writes_delivered_in_all": final.get("writes"), "drained_after_flood": settled,
         "dropped_logged": dropped if side == "bluezkit" else None, "drop_warning": warned if side == "bluezkit" else None,
-        "peer_stderr_tail": peer.stderr_tail(),
+        "peer_stderr_tail": peer.stderr_tail(), "peer_counts": timeline(peer, "writes"),
     })
     log(f"  slow write {side}: {sent['writes']} writes of {size} B in {seconds} s "
         f"({figures['writes_sent_per_second']}/s), delegate took {figures['writes_delivered_per_second']}/s, "
@@ -276,7 +287,7 @@ def slow_notify_run(bench, args, side):
         "notifications_delivered_during_flood": delivered_end.get("notifications"),
         "notifications_delivered_in_all": final.get("notifications"), "drained_after_flood": settled,
         "dropped_logged": dropped if side == "bluezkit" else None, "drop_warning": warned if side == "bluezkit" else None,
-        "central_stderr_tail": central.stderr_tail(), "notifier_stderr_tail": notifier.stderr_tail(),
+        "central_stderr_tail": central.stderr_tail(), "central_counts": timeline(central, "notifications"), "notifier_stderr_tail": notifier.stderr_tail(),
     })
     log(f"  slow notify {side}: notifier sent {figures['notifications_sent']} of {figures['value_bytes']} B "
         f"({figures['notifications_sent_per_second']}/s after the warm-up), callback took "
@@ -292,6 +303,7 @@ FLOODS = {
     # only-name: (result key, run, headline key, rows (key, label, decimals))
     "slow-write": ("slow_write_flood", slow_write_run, "write_flood_memory_growth_kib", (
         ("write_flood_memory_growth_kib", "VmRSS growth warm-up → end (KiB)", 0),
+        ("smaps_rss_growth_kib", "smaps_rollup Rss growth (exact, KiB)", 0),
         ("rss_anon_growth_kib", "  of it RssAnon (heap, KiB)", 0),
         ("rss_file_growth_kib", "  of it RssFile (mapped files, KiB)", 0),
         ("writes_sent_per_second", "writes sent per second", 1),
@@ -302,6 +314,7 @@ FLOODS = {
         ("dbus_daemon_growth_kib", "dbus-daemon VmRSS growth (KiB)", 0))),
     "slow-notify": ("slow_notification_flood", slow_notify_run, "notification_flood_memory_growth_kib", (
         ("notification_flood_memory_growth_kib", "VmRSS growth warm-up → end (KiB)", 0),
+        ("smaps_rss_growth_kib", "smaps_rollup Rss growth (exact, KiB)", 0),
         ("rss_anon_growth_kib", "  of it RssAnon (heap, KiB)", 0),
         ("rss_file_growth_kib", "  of it RssFile (mapped files, KiB)", 0),
         ("notifications_sent_per_second", "notifications sent per second", 1),

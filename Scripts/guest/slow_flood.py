@@ -77,6 +77,24 @@ def daemons():
     return found
 
 
+def bus_queue(bench, pid):
+    """What dbus-daemon holds for `pid`'s connection (Debug.Stats: bytes and messages queued
+    to it and from it), or None."""
+    try:
+        daemon = bench.dbus.Interface(bench.bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus"),
+                                      "org.freedesktop.DBus")
+        stats = bench.dbus.Interface(bench.bus.get_object("org.freedesktop.DBus", "/org/freedesktop/DBus"),
+                                     "org.freedesktop.DBus.Debug.Stats")
+        for name in daemon.ListNames():
+            if name.startswith(":") and int(daemon.GetConnectionUnixProcessID(name)) == pid:
+                found = stats.GetConnectionStats(name)
+                return {key: int(found[key]) for key in
+                        ("IncomingBytes", "IncomingMessages", "OutgoingBytes", "OutgoingMessages") if key in found}
+    except bench.dbus.DBusException as error:
+        return {"error": error.get_dbus_name()}
+    return None
+
+
 def last_count(process):
     """The peer's latest count or final event ({} before the first)."""
     process.drain()
@@ -143,6 +161,10 @@ def sampled_flood(bench, args, target, step):
     return before, warm, samples, memory(target.process.pid), warm_daemons, daemons(), time.monotonic() - start
 
 
+def kib(queued):
+    return round(queued["OutgoingBytes"] / 1024) if queued and "OutgoingBytes" in queued else None
+
+
 def growth(figures, field):
     return figures["memory_end"].get(field, 0) - figures["memory_warm"].get(field, 0)
 
@@ -199,6 +221,7 @@ def slow_write_run(bench, args, side):
                 peer.drain()
 
         flood = sampled_flood(bench, args, peer, step)
+        queued = bus_queue(bench, peer.process.pid)
         delivered_end = last_count(peer)
         os.close(fd)
         alive = peer.process.poll() is None
@@ -224,6 +247,7 @@ def slow_write_run(bench, args, side):
         "writes_delivered_per_second": busy_rate(peer, "writes"),
         "writes_delivered_in_all": final.get("writes"), "drained_after_flood": settled,
         "dropped_logged": dropped if side == "bluezkit" else None, "drop_warning": warned if side == "bluezkit" else None,
+        "dbus_daemon_queue_to_peer": queued, "bus_queued_kib": kib(queued),
         "peer_stderr_tail": peer.stderr_tail(), "peer_counts": timeline(peer, "writes"),
     })
     log(f"  slow write {side}: {sent['writes']} writes of {size} B in {seconds} s "
@@ -231,7 +255,7 @@ def slow_write_run(bench, args, side):
         f"{final.get('writes')} in all; VmRSS {figures['rss_warm_kib']} (warm) → {figures['rss_end_kib']} KiB "
         f"(+{figures['write_flood_memory_growth_kib']}; RssAnon {growth(figures, 'RssAnon')}), samples {figures['rss_samples_kib']}; bluetoothd "
         f"+{figures['bluetoothd_growth_kib']}, dbus-daemon +{figures['dbus_daemon_growth_kib']} KiB; dropped "
-        f"(logged) {figures['dropped_logged']}, drop warning {figures['drop_warning']}")
+        f"(logged) {figures['dropped_logged']}, drop warning {figures['drop_warning']}; dbus-daemon holds for it {queued}")
     return figures
 
 
@@ -259,6 +283,7 @@ def slow_notify_run(bench, args, side):
             central.drain()
 
         flood = sampled_flood(bench, args, central, step)
+        queued = bus_queue(bench, central.process.pid)
         sent_end = last_count(notifier)
         delivered_end = last_count(central)
         alive = central.process.poll() is None
@@ -287,6 +312,7 @@ def slow_notify_run(bench, args, side):
         "notifications_delivered_during_flood": delivered_end.get("notifications"),
         "notifications_delivered_in_all": final.get("notifications"), "drained_after_flood": settled,
         "dropped_logged": dropped if side == "bluezkit" else None, "drop_warning": warned if side == "bluezkit" else None,
+        "dbus_daemon_queue_to_peer": queued, "bus_queued_kib": kib(queued),
         "central_stderr_tail": central.stderr_tail(), "central_counts": timeline(central, "notifications"), "notifier_stderr_tail": notifier.stderr_tail(),
     })
     log(f"  slow notify {side}: notifier sent {figures['notifications_sent']} of {figures['value_bytes']} B "
@@ -295,7 +321,7 @@ def slow_notify_run(bench, args, side):
         f"{figures['rss_warm_kib']} (warm) → {figures['rss_end_kib']} KiB "
         f"(+{figures['notification_flood_memory_growth_kib']}; RssAnon {growth(figures, 'RssAnon')}), samples {figures['rss_samples_kib']}; bluetoothd "
         f"+{figures['bluetoothd_growth_kib']}, dbus-daemon +{figures['dbus_daemon_growth_kib']} KiB; dropped "
-        f"(logged) {figures['dropped_logged']}, drop warning {figures['drop_warning']}")
+        f"(logged) {figures['dropped_logged']}, drop warning {figures['drop_warning']}; dbus-daemon holds for it {queued}")
     return figures
 
 
@@ -310,6 +336,7 @@ FLOODS = {
         ("writes_delivered_per_second", "writes to the delegate per second", 1),
         ("dropped_logged", "writes dropped (BlueZKit's log)", 0),
         ("rss_end_kib", "VmRSS at the end (KiB)", 0),
+        ("bus_queued_kib", "queued for it in dbus-daemon at the end (KiB)", 0),
         ("bluetoothd_growth_kib", "bluetoothd VmRSS growth (KiB)", 0),
         ("dbus_daemon_growth_kib", "dbus-daemon VmRSS growth (KiB)", 0))),
     "slow-notify": ("slow_notification_flood", slow_notify_run, "notification_flood_memory_growth_kib", (
@@ -321,6 +348,7 @@ FLOODS = {
         ("notifications_delivered_per_second", "notifications to the callback per second", 1),
         ("dropped_logged", "notifications dropped (BlueZKit's log)", 0),
         ("rss_end_kib", "VmRSS at the end (KiB)", 0),
+        ("bus_queued_kib", "queued for it in dbus-daemon at the end (KiB)", 0),
         ("bluetoothd_growth_kib", "bluetoothd VmRSS growth (KiB)", 0),
         ("dbus_daemon_growth_kib", "dbus-daemon VmRSS growth (KiB)", 0))),
 }

@@ -377,6 +377,7 @@ def run(bench, args, only, result):
                                                                          median(python, headline))}
         for side in ("bluezkit", python):
             result.setdefault("figures", {})[f"{headline}_{side}"] = median(side, headline)
+            result["figures"][f"{headline}_smaps_{side}"] = median(side, "smaps_rss_growth_kib")
         result["figures"][f"{headline}_ratio"] = result[key]["growth_ratio_bluezkit_to_" + python]
 
 

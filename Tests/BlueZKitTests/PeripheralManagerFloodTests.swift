@@ -133,6 +133,35 @@ import Testing
         #expect(manager.writesWithoutResponse.waitingCount == 0)
     }
 
+    /// Long writes without response while the delegate queue is stuck: the backlog holds at
+    /// most its byte limit of values (256 KiB), well before 1024 writes wait.
+    @Test func longWritesWithoutResponseWaitingForAStuckDelegateAreBoundedInBytes() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let (manager, delegate, central) = try await Self.publish(bluez)
+        defer { withExtendedLifetime(manager) {} }
+        let gate = DispatchSemaphore(value: 0)
+        delegate.queue.async { gate.wait() }
+        let backlog = manager.writesWithoutResponse
+        let length = 510
+        let fitting = backlog.byteLimit / length
+        #expect(fitting < backlog.limit, "the byte bound is the one that bites for long writes")
+        for index in 0..<(fitting + 50) {
+            let value = [UInt8](repeating: UInt8(index & 0xFF), count: length)
+            try await central.write(serviceUUID: "ABCD", characteristicUUID: "AB02", value: value, type: .command)
+        }
+        let busQueue = try #require(manager.engine.sync { $0.client?.connection.queue })
+        busQueue.sync {}
+        #expect(backlog.waitingCount == fitting)
+        #expect(backlog.waitingByteCount == fitting * length)
+        #expect(backlog.waitingByteCount <= backlog.byteLimit)
+        #expect((1...50).contains(backlog.droppedCount))
+        gate.signal()
+        try await waitUntil("the backlog delivered") { delegate.writes.withLock { $0 } == fitting }
+        #expect(backlog.waitingCount == 0)
+        #expect(backlog.waitingByteCount == 0)
+    }
+
     /// A central toggling its subscription fast on a manager with a restore identifier: at
     /// most one state file write a second, none on the delegate queue, and the last state is
     /// written when the manager goes.

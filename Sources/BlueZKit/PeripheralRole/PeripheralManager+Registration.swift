@@ -121,9 +121,9 @@ extension PeripheralManager {
                     return self.queue.async { self.deliver(.write([attRequest]), answeredAlready: false) }
                 }
                 // Acknowledged already, so the central does not wait for the app: bounded.
-                guard self.writesWithoutResponse.admit() else { return }
+                guard self.writesWithoutResponse.admit(bytes: value.count) else { return }
                 self.queue.async {
-                    self.writesWithoutResponse.delivered()
+                    self.writesWithoutResponse.delivered(bytes: value.count)
                     self.deliver(.write([attRequest]), answeredAlready: true)
                 }
             },

@@ -52,7 +52,7 @@ public final class PeripheralManager: @unchecked Sendable {
     private let reportedState = PosixMutex(ManagerState.unknown)
     /// The consumers of ``requests()``, by stream.
     let requestStreams = PosixMutex(RequestStreams())
-    /// Writes without response on their way to `queue`, at most 1024.
+    /// Writes without response on their way to `queue`: at most 1024, holding at most 256 KiB.
     let writesWithoutResponse = WriteWithoutResponseBacklog()
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent

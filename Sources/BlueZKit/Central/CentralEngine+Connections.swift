@@ -86,15 +86,20 @@ extension CentralEngine {
         link.attempts += 1
         link.advertisedDuringAttempt = false
         let teardown = teardowns.removeValue(forKey: id)
+        // While our discovery runs the kernel would wait for the device's next advertisement
+        // to connect: pause it (`CentralEngine+ConnectPause.swift`).
+        let pause = pauseDiscovery(for: id)
         link.attemptTask = onBusQueue { [self] in
             // Not while the link of a cancelled request is being taken down: this Connect
             // would find it still up and succeed at once, and the Disconnect then end it.
             await teardown?.value
+            await pause?.value
             let result: BlueZError?
             do throws(BlueZError) {
                 try await client.connect(id)
                 result = nil
             } catch { result = error }
+            connectAttemptEnded(id)
             attemptFinished(id, error: result)
         }
         links[id] = link

@@ -34,6 +34,8 @@ final class CentralEngine: @unchecked Sendable {
     var lastNotifyRoute: (attribute: AttributeID, route: NotifyRoute)?
     var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
     var backgroundDiscovery = false
+    /// Our discovery, paused while connection attempts run (`CentralEngine+ConnectPause.swift`).
+    var connectPause = ConnectPause()
     var lastSeenRSSI: [DeviceID: Int16] = [:]
     /// The name of each peripheral as this engine last reported it (`peripheralDidUpdateName`).
     var knownNames: [DeviceID: String] = [:]
@@ -95,8 +97,9 @@ final class CentralEngine: @unchecked Sendable {
 
     /// Runs discovery commands one after another, in the order they were asked
     /// for: a stop must never overtake the start it follows. They run on the bus queue
-    /// (``onBusQueue(_:)``).
-    func inDiscoveryOrder(_ operation: @escaping @Sendable () async -> Void) {
+    /// (``onBusQueue(_:)``). Returns the task that runs `operation`.
+    @discardableResult
+    func inDiscoveryOrder(_ operation: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
         discoveryChain.enqueue(operation)
     }
 
@@ -109,9 +112,6 @@ final class CentralEngine: @unchecked Sendable {
 
     func startScan(services: [BluetoothUUID]?, options: ScanOptions) {
         if options.passive != nil { return startPassiveScan(services: services, options: options, completion: nil) }
-        // BlueZ's UUID filter matches advertised services only: with solicited services to
-        // look for as well, every device must come through and is filtered here.
-        let uuids = options.solicitedServiceUUIDs.isEmpty ? (services ?? []).map(\.bluezString) : []
         busQueue.async {
             self.retirePassiveScan()
             self.scanGeneration += 1
@@ -119,10 +119,7 @@ final class CentralEngine: @unchecked Sendable {
         }
         inDiscoveryOrder {
             do throws(BlueZError) {
-                try await self.client.setDiscoveryFilter(
-                    uuids: uuids, duplicateData: options.allowDuplicates,
-                    rssi: options.rssiThreshold.map { Int16(clamping: $0) }, pattern: options.pattern)
-                try await self.client.startDiscovery()
+                try await self.startDiscovery(services: services, options: options)
             } catch  where error.code == .inProgress {
                 // Already discovering for us: the new filter applies.
             } catch  where error.code == .disconnected {
@@ -149,6 +146,17 @@ final class CentralEngine: @unchecked Sendable {
                 BlueZLog.debug("StopDiscovery: \(error)")
             }
         }
+    }
+
+    /// Sets our discovery filter for a scan for `services` with `options`, then starts discovering.
+    func startDiscovery(services: [BluetoothUUID]?, options: ScanOptions) async throws(BlueZError) {
+        // BlueZ's UUID filter matches advertised services only: with solicited services to
+        // look for as well, every device must come through and is filtered here.
+        let uuids = options.solicitedServiceUUIDs.isEmpty ? (services ?? []).map(\.bluezString) : []
+        try await client.setDiscoveryFilter(
+            uuids: uuids, duplicateData: options.allowDuplicates,
+            rssi: options.rssiThreshold.map { Int16(clamping: $0) }, pattern: options.pattern)
+        try await client.startDiscovery()
     }
 
     // MARK: On the queue
@@ -203,6 +211,7 @@ final class CentralEngine: @unchecked Sendable {
         let newState = change.state
         if newState != .poweredOn {
             scan = nil
+            resumeDiscovery()  // ends a pause for connection attempts; no scan to resume
             passiveScanInterrupted()
             // Links cannot outlive bluetoothd or the adapter: report them lost (before the
             // state, so that a delegate that connects again at once is still allowed to). The

@@ -13,14 +13,18 @@ final class SerialTaskChain: Sendable {
     /// A chain whose operations run on `executor` (nil: the global executor).
     init(executor: (any TaskExecutor)? = nil) { self.executor = executor }
 
-    /// Runs `operation` after every operation enqueued before it.
-    func enqueue(_ operation: @escaping @Sendable () async -> Void) {
+    /// Runs `operation` after every operation enqueued before it; returns the task that runs it
+    /// (awaiting it waits for `operation` and everything before it).
+    @discardableResult
+    func enqueue(_ operation: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
         last.withLock { last in
             let previous = last
-            last = Task(executorPreference: executor) {
+            let task = Task(executorPreference: executor) {
                 await previous?.value
                 await operation()
             }
+            last = task
+            return task
         }
     }
 }

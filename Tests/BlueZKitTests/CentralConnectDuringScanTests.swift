@@ -48,6 +48,25 @@ import Testing
         #expect(fixture.central.isScanning)
     }
 
+    /// Failed attempts retried at once do not stop and start our discovery each time.
+    @Test func retriesSoonAfterAPauseDoNotPauseAgain() async throws {
+        let fixture = try await CentralFixture.make()
+        let peripheral = try await Self.scanning(fixture)
+        let adapter = try #require(fixture.bluez.adapters.first)
+        try await waitUntil("discovering") { adapter.isDiscovering }
+        // Marks each StopDiscovery (a 1 ms delay): three are ready, at most two may fire.
+        fixture.bluez.inject(.delay(.milliseconds(1)), for: .stopDiscovery, count: 3)
+        fixture.bluez.inject(
+            .error(name: "org.bluez.Error.Failed", message: "le-connection-abort-by-local"), for: .connect, count: 2)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected after two failures") { fixture.delegate.links == ["connected HRM connected"] }
+        try await waitUntil("discovering again") { adapter.isDiscovering }
+        // The first attempt pauses; the retries follow within the spacing (at once, or after the
+        // 250 ms back-off).
+        #expect(fixture.bluez.unfiredFaultCount >= 1)
+        #expect(fixture.central.isScanning)
+    }
+
     @Test func withoutAScanDiscoveryIsLeftAlone() async throws {
         let fixture = try await CentralFixture.make()
         try fixture.bluez.addPeripheral(CentralManagerScanTests.heartRateSensor())

@@ -12,7 +12,8 @@ import Dispatch
 ///
 /// So an attempt made while our discovery session runs stops the session first, and starts it
 /// again (same filter, same scan) when the attempt ends, or after ``connectPauseLimit`` if it
-/// has not by then: the app's scan keeps running as far as the app can tell (Core Bluetooth's
+/// has not by then; a pause starts ``connectPauseSpacing`` after the last one ended at the
+/// earliest: the app's scan keeps running as far as the app can tell (Core Bluetooth's
 /// scan is not stopped by `connect` either), with a gap in its reports of about the time the
 /// link takes. Other programs' discovery sessions are not ours: while one runs, bluetoothd
 /// keeps discovering and the connection waits as before.
@@ -25,6 +26,9 @@ extension CentralEngine {
         var stopping: Task<Void, Never>?
         /// Ends the pause after ``CentralEngine/connectPauseLimit`` whatever the attempts do.
         var limit: (any DispatchSourceTimer)?
+        /// When the last pause ended: the next starts ``CentralEngine/connectPauseSpacing`` later at
+        /// the earliest.
+        var resumedAt: ContinuousClock.Instant?
         var isPaused: Bool { stopping != nil }
     }
 
@@ -34,12 +38,23 @@ extension CentralEngine {
     /// have without the pause.
     static let connectPauseLimit: Duration = .seconds(2)
 
+    /// The shortest time between the end of one pause and the start of the next. A device that
+    /// advertises but refuses the link would otherwise have our discovery stopped and started
+    /// over and over: each start reports it again, and its report starts the next attempt.
+    static let connectPauseSpacing: Duration = .seconds(1)
+
     /// Pauses our discovery for an attempt to connect to `id`, if the app's scan runs as a
     /// discovery session of ours; returns what the attempt's `Connect` waits for (on the queue).
     func pauseDiscovery(for id: DeviceID) -> Task<Void, Never>? {
         guard scan != nil, scan?.options.passive == nil else { return nil }
+        if let stopping = connectPause.stopping {
+            connectPause.devices.insert(id)
+            return stopping
+        }
+        if let resumedAt = connectPause.resumedAt, ContinuousClock.now - resumedAt < Self.connectPauseSpacing {
+            return nil
+        }
         connectPause.devices.insert(id)
-        if let stopping = connectPause.stopping { return stopping }
         let timer = DispatchSource.makeTimerSource(queue: busQueue)
         timer.schedule(deadline: .now() + Self.connectPauseLimit.dispatchInterval)
         timer.setEventHandler { [weak self] in self?.resumeDiscovery() }
@@ -66,7 +81,7 @@ extension CentralEngine {
     func resumeDiscovery() {
         guard connectPause.isPaused else { return }
         connectPause.limit?.cancel()
-        connectPause = ConnectPause()
+        connectPause = ConnectPause(resumedAt: .now)
         let generation = scanGeneration
         inDiscoveryOrder {
             // A scan started meanwhile started its own discovery; a stopped one wants none.

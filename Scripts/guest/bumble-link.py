@@ -1,0 +1,132 @@
+"""bumble-link — one Bumble-backed controller for the guest's bluetoothd, and a socket for a Bumble peer.
+
+Started by Scripts/guest/vm-init (`bluez-vm run --bumble N`), once per Bumble controller, with the
+Python of the Bumble venv that `bluez-vm setup --bumble` made. Nothing of BlueZKit is used here.
+
+  bumble-link.py --socket PATH [--address BD_ADDR]
+
+- A Bumble `Controller` attached to the kernel through /dev/vhci (Bumble's `vhci` transport): the
+  kernel registers it as the next hciN, and bluetoothd manages and powers it like btvirt's.
+- A Bumble `LocalLink` in this process that it sits on (its radio).
+- A Unix socket at PATH where a peer program (Scripts/guest/bumble_*.py) connects with Bumble's
+  `unix:PATH` transport: each client gets a fresh Bumble `Controller` on the same link, so each peer
+  starts from a clean controller. When the client goes, its controller's links are ended (LL
+  terminate, "remote user terminated") and it leaves the link.
+
+Prints "ready hciN" on standard output once the kernel has the vhci controller's index.
+
+The link is Bumble's own with one change (SelfAddressLink): Bumble 0.0.236's
+`LocalLink.send_acl_data` sends LE data as coming from the sender's *random* address, also on a
+connection that the sender made with its public one; the kernel sets a random address to scan and
+then connects with its public address, so the peer's controller finds "no connection for" the
+random address and drops everything after the first ATT request. Here LE data is sent from the
+address the sender's connection uses (its `self_address`), which is what a radio would carry.
+"""
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+
+from bumble import hci, ll
+from bumble.controller import Controller
+from bumble.core import PhysicalTransport
+from bumble.link import LocalLink
+from bumble.transport import open_transport
+from bumble.transport.common import StreamPacketSink, StreamPacketSource
+
+
+class SelfAddressLink(LocalLink):
+    """Bumble's LocalLink, sending LE ACL data from the connection's own address (see above)."""
+
+    def send_acl_data(self, sender_controller, destination_address, transport, data):
+        connection = None
+        if transport == PhysicalTransport.LE:
+            connection = sender_controller.le_connections.get(destination_address)
+        if connection is None or connection.self_address == sender_controller.random_address:
+            return super().send_acl_data(sender_controller, destination_address, transport, data)
+        destination = self.find_le_controller(destination_address)
+        if destination is None:
+            return None
+        source = connection.self_address
+        asyncio.get_running_loop().call_soon(lambda: destination.on_link_acl_data(source, transport, data))
+        return None
+
+
+class PeerHost(asyncio.Protocol):
+    """One peer program on the socket: a fresh controller on the link for as long as it is connected."""
+
+    serial = 0
+
+    def __init__(self, link):
+        self.link = link
+        self.source = StreamPacketSource()
+        self.controller = None
+
+    def connection_made(self, transport):
+        PeerHost.serial += 1
+        self.controller = Controller(
+            f"peer{PeerHost.serial}", host_source=self.source, host_sink=StreamPacketSink(transport), link=self.link,
+            public_address=f"F0:00:00:00:{PeerHost.serial // 256 % 256:02X}:{PeerHost.serial % 256:02X}")
+        log(f"peer program connected (controller {self.controller.name})")
+
+    def data_received(self, data):
+        self.source.data_received(data)
+
+    def connection_lost(self, exc):
+        controller, self.controller = self.controller, None
+        if controller is None:
+            return
+        reason = hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR
+        for connection in list(controller.le_connections.values()):
+            connection.send_ll_control_pdu(ll.TerminateInd(reason))
+        controller.le_legacy_advertiser.stop()
+        for advertising_set in controller.advertising_sets.values():
+            stop = getattr(advertising_set, "stop", None)
+            if stop:
+                stop()
+        controller.host = None
+        self.link.remove_controller(controller)
+        controller.link = None
+        log(f"peer program gone (controller {controller.name} removed)")
+
+
+def log(message):
+    sys.stderr.write(f"bumble-link: {message}\n")
+    sys.stderr.flush()
+
+
+async def main():
+    parser = argparse.ArgumentParser(description="A Bumble controller on /dev/vhci and a socket for its peer.")
+    parser.add_argument("--socket", required=True)
+    parser.add_argument("--address", default="F0:00:00:00:00:B0", help="the vhci controller's public address")
+    args = parser.parse_args()
+
+    link = SelfAddressLink()
+    hci_index = asyncio.get_running_loop().create_future()
+    transport = await open_transport("vhci")
+    # The kernel's first packet on /dev/vhci (HCI_VENDOR_PKT, opcode, index) names the controller:
+    # keep the index for "ready". It is little-endian (vhci_create_device in the kernel's
+    # drivers/bluetooth/hci_vhci.c); Bumble 0.0.236 logs it byte-swapped (hci512 for hci2).
+    original = transport.source.data_received
+
+    def data_received(data):
+        if len(data) == 4 and data[0] == 0xFF and not hci_index.done():
+            hci_index.set_result(data[2] | data[3] << 8)  # little-endian (vhci_create_device)
+        original(data)
+
+    transport.source.data_received = data_received
+    Controller("vhci", host_source=transport.source, host_sink=transport.sink, link=link, public_address=args.address)
+    if os.path.exists(args.socket):
+        os.unlink(args.socket)
+    server = await asyncio.get_running_loop().create_unix_server(lambda: PeerHost(link), args.socket)
+    index = await asyncio.wait_for(hci_index, 30)
+    print(f"ready hci{index}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=os.environ.get("BUMBLE_LOGLEVEL", "WARNING").upper())
+    asyncio.run(main())

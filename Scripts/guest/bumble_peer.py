@@ -1,0 +1,61 @@
+"""What the Bumble peer programs (Scripts/guest/bumble_*.py) share: their JSON event lines, the
+Bumble Device on the controller that Scripts/guest/bumble-link.py serves them, and a bounded run.
+
+Each peer is a Bumble host on its own fresh Bumble controller (Bumble's `unix:PATH` transport to
+bumble-link's socket, BLUEZKIT_BUMBLE_SOCKETS in the guest); that controller shares a Bumble
+LocalLink with the controller the guest's bluetoothd manages (BLUEZKIT_BUMBLE_ADAPTERS).
+Bumble's stack is the judge: these programs use its profiles and GATT API and report what it
+did or refused, and check nothing themselves beyond what a test asks them to print.
+"""
+
+import asyncio
+import json
+import os
+import sys
+
+from bumble.device import Device
+from bumble.hci import Address
+from bumble.transport import open_transport
+
+
+def emit(event, **fields):
+    """One JSON object on its own line of standard output: {"event": EVENT, ...}."""
+    print(json.dumps({"event": event, **fields}, sort_keys=True), flush=True)
+
+
+def default_transport():
+    """Bumble's transport to the first Bumble controller's socket in the guest."""
+    sockets = os.environ.get("BLUEZKIT_BUMBLE_SOCKETS", "").split()
+    return f"unix:{sockets[0]}" if sockets else None
+
+
+def add_arguments(parser, address, timeout=120):
+    parser.add_argument("--transport", default=default_transport(),
+                        help="Bumble transport to the peer's controller (default: unix:<first BLUEZKIT_BUMBLE_SOCKETS>)")
+    parser.add_argument("--address", default=address, help="the peer's random static address")
+    parser.add_argument("--timeout", type=float, default=timeout, help="bound of the whole run, in seconds")
+
+
+def run(args, prepare, main):
+    """Makes a Bumble Device named args.name, calls `prepare(device)` (add services), powers it on,
+    then awaits `main(device)`; prints {"event":"done"} and exits 0 when it returns, prints
+    {"event":"error"} and exits 1 when it raises or --timeout passes."""
+
+    async def bounded():
+        if not args.transport:
+            raise RuntimeError("no --transport and no BLUEZKIT_BUMBLE_SOCKETS (run under bluez-vm run --bumble N)")
+        async with await open_transport(args.transport) as transport:
+            device = Device.with_hci(args.name, Address(args.address), transport.source, transport.sink)
+            prepare(device)
+            await device.power_on()
+            await main(device)
+
+    try:
+        asyncio.run(asyncio.wait_for(bounded(), args.timeout))
+    except asyncio.TimeoutError:
+        emit("error", message=f"timed out after {args.timeout} s")
+        sys.exit(1)
+    except Exception as error:  # noqa: BLE001 (every failure is reported the same way)
+        emit("error", message=f"{type(error).__name__}: {error}")
+        sys.exit(1)
+    emit("done")

@@ -40,9 +40,9 @@ struct EndToEndTests {
         let hci1 = try await BluetoothctlSession.address(of: "hci1")
         #expect(sensor.address == hci1)
         #expect(sensor.addressType == .public)
-        // Linux: every controller of the guest, hci0 in use.
+        // Linux: every controller of the guest (btvirt's, then Bumble's), hci0 in use.
         let adapters = central.adapters
-        #expect(adapters.map(\.name) == (0..<emulatedControllers).map { "hci\($0)" })
+        #expect(adapters.map(\.name) == (0..<emulatedControllers).map { "hci\($0)" } + BumblePeer.adapters)
         #expect(adapters.first { $0.name == "hci1" }?.address == hci1)
         #expect(adapters.filter(\.isInUse).map(\.name) == ["hci0"])
 

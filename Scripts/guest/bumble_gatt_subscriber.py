@@ -21,7 +21,7 @@ A failure prints {"event":"error","message":...} and exits 1.
 import argparse
 import asyncio
 
-from bumble.core import UUID, AdvertisingData
+from bumble.core import UUID
 from bumble.device import Peer
 
 import bumble_peer
@@ -38,22 +38,8 @@ def main():
     args.name = "Bumble subscriber"
     service_uuid = UUID(args.service)
     characteristic_uuid = UUID(args.characteristic)
-    uuid_lists = (AdvertisingData.COMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS,
-                  AdvertisingData.INCOMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS)
-
     async def run(device):
-        found = asyncio.get_running_loop().create_future()
-
-        def on_advertisement(advertisement):
-            listed = [uuid for kind in uuid_lists for uuid in advertisement.data.get(kind) or []]
-            if service_uuid in listed and not found.done():
-                found.set_result(advertisement.address)
-
-        device.on("advertisement", on_advertisement)
-        await device.start_scanning(filter_duplicates=True)
-        emit("scanning")
-        address = await found
-        await device.stop_scanning()
+        address = await bumble_peer.scan_for_service(device, service_uuid)
         connection = await device.connect(address)
         emit("connected")
         peer = Peer(connection)

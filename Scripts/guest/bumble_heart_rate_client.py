@@ -30,7 +30,7 @@ Any failure, Bumble's own included (a malformed measurement, an ATT error), prin
 import argparse
 import asyncio
 
-from bumble.core import UUID, AdvertisingData
+from bumble.core import UUID
 from bumble.device import Peer
 from bumble.profiles.heart_rate_service import HeartRateServiceProxy
 
@@ -45,22 +45,8 @@ def main():
     args = parser.parse_args()
     args.name = "Bumble HR client"
     heart_rate_service = UUID.from_16_bits(0x180D)
-    uuid_lists = (AdvertisingData.COMPLETE_LIST_OF_16_BIT_SERVICE_CLASS_UUIDS,
-                  AdvertisingData.INCOMPLETE_LIST_OF_16_BIT_SERVICE_CLASS_UUIDS)
-
     async def run(device):
-        found = asyncio.get_running_loop().create_future()
-
-        def on_advertisement(advertisement):
-            listed = [uuid for kind in uuid_lists for uuid in advertisement.data.get(kind) or []]
-            if heart_rate_service in listed and not found.done():
-                found.set_result(advertisement.address)
-
-        device.on("advertisement", on_advertisement)
-        await device.start_scanning(filter_duplicates=True)
-        emit("scanning")
-        address = await found
-        await device.stop_scanning()
+        address = await bumble_peer.scan_for_service(device, heart_rate_service)
         emit("found", address=str(address))
         connection = await device.connect(address)
         emit("connected")

@@ -13,6 +13,7 @@ import json
 import os
 import sys
 
+from bumble.core import AdvertisingData
 from bumble.device import Device
 from bumble.hci import Address
 from bumble.transport import open_transport
@@ -59,3 +60,25 @@ def run(args, prepare, main):
         emit("error", message=f"{type(error).__name__}: {error}")
         sys.exit(1)
     emit("done")
+
+
+SERVICE_UUID_LISTS = tuple(getattr(AdvertisingData, f"{kind}_LIST_OF_{bits}_BIT_SERVICE_CLASS_UUIDS")
+                           for bits in (16, 32, 128) for kind in ("COMPLETE", "INCOMPLETE"))
+
+
+async def scan_for_service(device, service_uuid):
+    """Scans until an advertiser lists `service_uuid` (any of the service UUID lists), emits
+    "scanning" once the scan runs, stops scanning and returns the advertiser's address."""
+    found = asyncio.get_running_loop().create_future()
+
+    def on_advertisement(advertisement):
+        listed = [uuid for kind in SERVICE_UUID_LISTS for uuid in advertisement.data.get(kind) or []]
+        if service_uuid in listed and not found.done():
+            found.set_result(advertisement.address)
+
+    device.on("advertisement", on_advertisement)
+    await device.start_scanning(filter_duplicates=True)
+    emit("scanning")
+    address = await found
+    await device.stop_scanning()
+    return address

@@ -7,7 +7,11 @@ import Foundation
 /// A real `dbus-daemon` on a private Unix socket, for tests — never the machine's own bus.
 ///
 /// The daemon runs with a permissive policy (anyone may own any name and
-/// call anything) and stops on `stop()` or deinit. Point a library at it with
+/// call anything) and stops on `stop()` or deinit. A client may take 5 minutes to
+/// authenticate (`auth_timeout`, 30 s by default): the whole fast tier under ThreadSanitizer
+/// on two busy cores can starve a client that long, and the likely cause of one
+/// `SimulatedBlueZ.start()` failing with "the connection is closed" (2026-12-06) is the daemon
+/// closing it. Point a library at it with
 /// `DBUS_SYSTEM_BUS_ADDRESS=<address>` or open connections to `address`.
 package final class PrivateBusDaemon: @unchecked Sendable {
     /// The address to connect to, such as `unix:path=/tmp/…/bus,guid=…` (a new GUID after
@@ -59,6 +63,7 @@ package final class PrivateBusDaemon: @unchecked Sendable {
               </policy>
               <limit name="max_replies_per_connection">50000</limit>
               <limit name="max_connections_per_user">10000</limit>
+              <limit name="auth_timeout">300000</limit>
             </busconfig>
             """
         do {

@@ -58,7 +58,15 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         // victim too.
         let bluetoothdGone = Bluetoothd.commandLine() == nil
         if bluetoothdGone {
-            Issue.record("bluetoothd is not running after \(test.name): it exited or crashed during the test")
+            let gone = "bluetoothd is not running after \(test.name): it exited or crashed during the test"
+            let log = Self.log(since: logStart)
+            if let known = test.traits.compactMap({ $0 as? KnownBluetoothdCrash }).first(where: {
+                log.contains($0.signature)
+            }) {
+                withKnownIssue(Comment(rawValue: known.explanation)) { Issue.record(Comment(rawValue: gone)) }
+            } else {
+                Issue.record(Comment(rawValue: gone))
+            }
         }
         if thrown != nil || bluetoothdGone || Self.failed.load(ordering: .sequentiallyConsistent) {
             print(Self.report(test.name, started, logStart: logStart))
@@ -101,6 +109,14 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         return summary.joined(separator: "\n")
     }
 
+    /// What bluetoothd logged from `logStart` on.
+    static func log(since logStart: UInt64) -> String {
+        guard let handle = FileHandle(forReadingAtPath: bluetoothdLog) else { return "" }
+        defer { try? handle.close() }
+        try? handle.seek(toOffset: logStart)
+        return String(decoding: (try? handle.readToEnd()) ?? Data(), as: UTF8.self)
+    }
+
     /// The failure report: each program's last lines, then bluetoothd's log since `logStart`.
     static func report(_ test: String, _ programs: [RunningPrograms.Entry], logStart: UInt64) -> String {
         var text = "=== \(test) failed: what it started, and bluetoothd's log during it\n"
@@ -112,13 +128,7 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
             text += "--- \(program.name) (last \(min(lines.count, reportLines)) lines)\n"
             text += lines.suffix(reportLines).joined(separator: "\n") + "\n"
         }
-        var log = ""
-        if let handle = FileHandle(forReadingAtPath: bluetoothdLog) {
-            try? handle.seek(toOffset: logStart)
-            log = String(decoding: (try? handle.readToEnd()) ?? Data(), as: UTF8.self)
-            try? handle.close()
-        }
-        let lines = log.split(separator: "\n")
+        let lines = log(since: logStart).split(separator: "\n")
         text += "--- bluetoothd.log during the test (last \(min(lines.count, logLines)) of \(lines.count) lines)\n"
         text += lines.suffix(logLines).joined(separator: "\n") + "\n=== end of \(test)"
         return text

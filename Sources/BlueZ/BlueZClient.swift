@@ -1,5 +1,6 @@
 package import DBus
 package import Dispatch
+import Synchronization
 
 /// bluetoothd for one adapter, as both managers see it: which adapter is in use and whether
 /// it is powered, device advertisements and changes, discovery, and (in `BlueZClient+GATT.swift`,
@@ -7,7 +8,8 @@ package import Dispatch
 ///
 /// Threading: events are delivered on the connection's queue, in bus order,
 /// after `cache` was updated. The invariant behind `@unchecked Sendable`:
-/// `adapterPath`, `lastStatus` and `warnedOfFilterUUIDs` are touched only on that queue.
+/// `adapterPath`, `lastStatus`, `warnedOfFilterUUIDs` and `disconnectReasons` are touched only on
+/// that queue.
 package final class BlueZClient: @unchecked Sendable {
     /// An opaque handle on one remote device, so that the layer above can keep
     /// devices apart without knowing BlueZ's object paths.
@@ -71,6 +73,11 @@ package final class BlueZClient: @unchecked Sendable {
     private(set) package var adapterPath: ObjectPath?
     private var lastStatus: AdapterStatus?
     private var warnedOfFilterUUIDs = false
+    /// The reason of each device's last `Device1.Disconnected` signal not yet taken (on the
+    /// queue; `BlueZClient+DisconnectReasons.swift`).
+    var disconnectReasons: [DeviceID: DisconnectReason] = [:]
+    /// The subscription to `Device1.Disconnected`, once started (any thread).
+    let disconnectedSubscription = Mutex<DBusSubscription?>(nil)
 
     /// What a client follows of bluetoothd's property changes.
     package enum Watch: Sendable {
@@ -115,10 +122,14 @@ package final class BlueZClient: @unchecked Sendable {
     package func start() async throws(BlueZError) {
         try await BlueZError.converting { () async throws(DBusError) -> Void in
             try await cache.start()
+            try await followDisconnectReasons()
         }
     }
 
-    package func stop() { cache.stop() }
+    package func stop() {
+        cache.stop()
+        disconnectedSubscription.withLock { $0 }?.cancel()
+    }
 
     /// The adapter's current status (on the queue).
     package var status: AdapterStatus {
@@ -315,6 +326,7 @@ package final class BlueZClient: @unchecked Sendable {
                 reportStatusIfChanged()
             }
             if interfaces.contains(BlueZNames.device.rawValue) {
+                disconnectReasons[DeviceID(path: path)] = nil
                 events(.deviceRemoved(DeviceID(path: path)))
             } else {
                 gattObjectsChanged(event)

@@ -122,6 +122,29 @@ import Testing
         #expect(fixture.delegate.links.last == "connected HRM connected")
     }
 
+    /// bluetoothd 5.84+ tells why a link ended (`Device1.Disconnected`) before `Connected` turns
+    /// false: a supervision timeout is Core Bluetooth's `connectionTimeout`, a remote user's
+    /// termination `peripheralDisconnected`; the reason is used once, for that loss only.
+    @Test func reportsASupervisionTimeoutAsConnectionTimeout() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await Self.discoverSensor(fixture)
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected") { fixture.delegate.links.count == 1 }
+        sensor.dropConnection(reason: "org.bluez.Reason.Timeout", message: "Connection timeout")
+        try await waitUntil("link loss reported") { fixture.delegate.links.count == 2 }
+        #expect(fixture.delegate.links.last == "disconnected HRM connectionTimeout disconnected")
+        fixture.central.connect(peripheral)
+        try await waitUntil("reconnected") { fixture.delegate.links.count == 3 }
+        sensor.dropConnection(reason: "org.bluez.Reason.Remote", message: "Connection terminated by remote user")
+        try await waitUntil("second loss reported") { fixture.delegate.links.count == 4 }
+        #expect(fixture.delegate.links.last == "disconnected HRM peripheralDisconnected disconnected")
+        fixture.central.connect(peripheral)
+        try await waitUntil("connected again") { fixture.delegate.links.count == 5 }
+        sensor.dropConnection()
+        try await waitUntil("third loss reported") { fixture.delegate.links.count == 6 }
+        #expect(fixture.delegate.links.last == "disconnected HRM peripheralDisconnected disconnected")
+    }
+
     @Test func treatsASuccessfulConnectReplyAsConnectedWithoutTheSignal() async throws {
         let bluez = try await SimulatedBlueZ.start(options: .init(omitsConnectedSignal: true))
         let delegate = RecordingCentralDelegate()

@@ -182,10 +182,18 @@ extension CentralEngine {
     }
 
     /// Connected=false (or the device object vanished) for a link we hold.
+    ///
+    /// The error is Core Bluetooth's for the reason bluetoothd gave (5.84 and later): a
+    /// supervision timeout is `connectionTimeout`, anything else (and every loss where bluetoothd
+    /// gives no reason) `peripheralDisconnected`.
     func linkLost(_ id: DeviceID) {
+        let reason = client.takeDisconnectReason(of: id)
         guard let link = links[id], link.phase == .connected, let peripheral = peripherals[id] else { return }
         resetGatt(id)
-        let error = BluetoothError(.peripheralDisconnected, message: "the link was lost")
+        let error =
+            reason == .timeout
+            ? BluetoothError(.connectionTimeout, message: "the link timed out (supervision timeout)")
+            : BluetoothError(.peripheralDisconnected, message: "the link was lost")
         if link.autoReconnect {
             // Reconnect by ourselves, as iOS 17 does with EnableAutoReconnect: the request is
             // pending again at once, and didConnect follows when it succeeds.

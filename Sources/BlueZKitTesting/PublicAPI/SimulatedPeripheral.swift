@@ -166,6 +166,14 @@ public final class SimulatedPeripheral: Sendable {
         attachment.withLock { $0.core }?.dropConnection(self)
     }
 
+    /// Drops the connection from the peripheral's side as ``dropConnection()`` does, first sending
+    /// `Device1.Disconnected(reason, message)` as bluetoothd 5.84 and later do (the simulator
+    /// otherwise behaves like older releases and sends none): `reason` is a name such as
+    /// `org.bluez.Reason.Timeout` or `org.bluez.Reason.Remote`.
+    public func dropConnection(reason: String, message: String = "") {
+        attachment.withLock { $0.core }?.dropConnection(self, reason: reason, message: message)
+    }
+
     /// Whether bluetoothd is connected to the peripheral.
     public var isConnected: Bool {
         guard let core = attachment.withLock({ $0.core }) else { return false }

@@ -104,9 +104,14 @@ extension SimulatorCore {
         }
     }
 
-    func dropConnection(_ peripheral: SimulatedPeripheral) {
+    func dropConnection(_ peripheral: SimulatedPeripheral, reason: String? = nil, message: String = "") {
         run {
-            if let path = devicePath(of: peripheral) { linkLost(path) }
+            guard let path = devicePath(of: peripheral) else { return }
+            // bluetoothd 5.84+ (`device_disconnected`): the signal, then Connected=false.
+            if let reason, devices[path]?.connected == true {
+                emitSignal(path, "org.bluez.Device1", "Disconnected", [.string(reason), .string(message)])
+            }
+            linkLost(path)
         }
     }
 

@@ -1,0 +1,265 @@
+import BlueZKit
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+/// GATT servers that misbehave on purpose (`Scripts/guest/bumble_<fault>.py`, on Google Bumble's
+/// stack) against our central, in-process on the Bumble-backed adapter: what the app hears is
+/// what Core Bluetooth would tell it (the error and its code, in the order of its callbacks), and
+/// nothing hangs. In the serialized end-to-end suite.
+extension EndToEndTests {
+    static let faultyService = BluetoothUUID(string: "5A1E0B01-B1E2-4C00-9E00-000000000001")
+    static let faultyFirst = BluetoothUUID(string: "5A1E0B02-B1E2-4C00-9E00-000000000001")
+    static let faultySecond = BluetoothUUID(string: "5A1E0B03-B1E2-4C00-9E00-000000000001")
+
+    /// A server answers the write of its CCC descriptor with an ATT error (0x03 Write Not
+    /// Permitted; 0x80 an application error): `setNotifyValue(true, for:)` ends in
+    /// `didUpdateNotificationStateFor` with an ``ATTError`` of that code, as Core Bluetooth's
+    /// `CBATTError`, and the characteristic is not notifying. bluetoothd answers `StartNotify`
+    /// with the code (`create_gatt_dbus_error`: NotPermitted "Write not permitted", or Failed
+    /// "… ATT error: 0x80").
+    @Test(
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
+        arguments: [UInt8(0x03), 0x80])
+    func aRefusedSubscriptionReportsTheATTError(code: UInt8) async throws {
+        let link = try await FaultyPeerLink.connect("bumble_ccc_refuser.py", ["--code", "\(code)"])
+        defer { link.disconnect() }
+        let characteristic = try await link.characteristic(Self.faultyFirst)
+
+        link.peripheral.setNotifyValue(true, for: characteristic)
+        try await waitUntil("the subscription's outcome", timeout: .seconds(30)) {
+            link.recorder.count("notifying") == 1
+        }
+        let refused = try await link.peer.waitForEvents("refused", timeout: .seconds(10))
+        #expect(refused.first?["value"] as? String == "0100", "bluetoothd wrote the CCC: notifications on")
+        let outcome = try #require(link.recorder.first("notifying"))
+        let error = try #require(outcome.error as? ATTError, "\(String(describing: outcome.error))")
+        #expect(error.code == ATTError.Code(code))
+        #expect(outcome.name == "notifying \(Self.faultyFirst) false")
+        #expect(!characteristic.isNotifying)
+        #expect(link.peripheral.state == .connected, "a refused subscription leaves the link up")
+    }
+
+    /// A server never answers a read of one characteristic: bluetoothd's ATT transaction times out
+    /// after 30 s and bluetoothd drops the link (the ATT timeout ends the bearer). The app's read
+    /// ends in `didUpdateValueFor` with an error, then `didDisconnectPeripheral` with an error,
+    /// and nothing waits forever; a read of the other characteristic, before, was answered.
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(5)))
+    func aReadNeverAnsweredFailsAndTheLinkEnds() async throws {
+        let link = try await FaultyPeerLink.connect("bumble_silent_reader.py", [])
+        defer { link.disconnect() }
+        let answered = try await link.characteristic(Self.faultyFirst)
+        let silent = try await link.characteristic(Self.faultySecond)
+
+        link.peripheral.readValue(for: answered)
+        try await waitUntil("the answered read", timeout: .seconds(30)) { link.recorder.count("value") == 1 }
+        #expect(link.recorder.first("value")?.name == "value \(Self.faultyFirst) 2a")
+        link.peripheral.readValue(for: silent)
+        try await link.peer.waitForEvents("ignoring", timeout: .seconds(30))
+        // bluetoothd's ATT timeout is 30 s (not scaled: it is bluetoothd's), then the link goes.
+        try await pollUntil("the silent read fails", timeout: .seconds(90), diagnostics: link.diagnostics) {
+            link.recorder.count("value \(Self.faultySecond)") == 1
+        }
+        try await pollUntil("the link ends", timeout: .seconds(60), diagnostics: link.diagnostics) {
+            link.recorder.count("disconnected") == 1
+        }
+        let read = try #require(link.recorder.first("value \(Self.faultySecond)"))
+        #expect(read.error != nil, "the unanswered read reports an error, not a value: \(read.name)")
+        #expect(silent.value == nil)
+        let names = link.recorder.events.map(\.name)
+        #expect(
+            names.firstIndex(of: read.name)! < names.firstIndex(of: "disconnected")!,
+            "the read's failure comes before the disconnection: \(names)")
+        #expect(link.recorder.first("disconnected")?.error != nil)
+        #expect(link.peripheral.state == .disconnected)
+        try await link.peer.waitForEvents("disconnected", timeout: .seconds(30))
+    }
+
+    /// A server ends the link with a reason of its choosing, right after answering a write:
+    /// the write succeeds, then `didDisconnectPeripheral` carries a ``BluetoothError`` whose code
+    /// is Core Bluetooth's for that reason: remote user terminated (0x13) is
+    /// `peripheralDisconnected` (7), a connection timeout (0x08, what a lost supervision timer
+    /// reports) is `connectionTimeout` (6).
+    @Test(
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
+        arguments: [UInt8(0x13), 0x08])
+    func aRemoteDisconnectionCarriesItsReason(reason: UInt8) async throws {
+        let link = try await FaultyPeerLink.connect("bumble_disconnector.py", ["--reason", "\(reason)"])
+        defer { link.disconnect() }
+        let trigger = try await link.characteristic(Self.faultyFirst)
+
+        link.peripheral.writeValue(Data([0x01]), for: trigger, type: .withResponse)
+        try await pollUntil("the link ends", timeout: .seconds(60), diagnostics: link.diagnostics) {
+            link.recorder.count("disconnected") == 1
+        }
+        let disconnecting = try await link.peer.waitForEvents("disconnecting", timeout: .seconds(10))
+        #expect(disconnecting.first?["reason"] as? Int == Int(reason))
+        let wrote = try #require(link.recorder.first("wrote"))
+        #expect(wrote.error == nil, "the write was answered before the link ended: \(String(describing: wrote.error))")
+        let error = try #require(link.recorder.first("disconnected")?.error as? BluetoothError)
+        #expect(link.peripheral.state == .disconnected)
+        if reason == 0x13 {
+            #expect(error.code == .peripheralDisconnected, "\(error)")
+        } else {
+            #expect(error.code == .connectionTimeout, "\(error)")
+        }
+    }
+
+    /// A server ends the link in the middle of service discovery: it answers bluetoothd's primary
+    /// service discovery of its large database, then drops the link on the first Read By Type
+    /// request (the next step). bluetoothd discovers on its own as the link comes up, so the app
+    /// either hears `didConnect` and then `didDisconnectPeripheral` with an error, or
+    /// `didFailToConnect` with an error; never a `didDiscoverServices` without an error (a half
+    /// database reported as the peripheral's), and nothing waits forever.
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    func aLinkDroppedDuringDiscoveryNeverReportsServices() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let adapter = try #require(BumblePeer.adapters.first)
+        let recorder = FaultRecorder()
+        let manager = CentralManager(
+            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(adapter: adapter))
+        try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
+        manager.scanForPeripherals(withServices: [Self.faultyService])
+        try await waitUntil("scanning") { manager.isScanning }
+        let peer = try BumblePeer.start("bumble_discovery_dropper.py", ["--timeout", "200"])
+        try await peer.waitForEvents("advertising", timeout: .seconds(90))
+        try await pollUntil("found the peer", timeout: .seconds(60), diagnostics: peer.diagnostics) {
+            recorder.discovered != nil
+        }
+        manager.stopScan()
+        let peripheral = try #require(recorder.discovered)
+        peripheral.delegate = recorder
+        defer { manager.cancelPeripheralConnection(peripheral) }
+        let diagnostics = { "app: \(recorder.events.map(\.name))\n\(peer.diagnostics())" }
+        manager.connect(peripheral)
+        try await pollUntil("connected or failed", timeout: .seconds(60), diagnostics: diagnostics) {
+            recorder.count("connected") + recorder.count("failedToConnect") > 0
+        }
+        if recorder.count("connected") == 1 {
+            peripheral.discoverServices(nil)
+            try await pollUntil("the link ends", timeout: .seconds(60), diagnostics: diagnostics) {
+                recorder.count("disconnected") == 1
+            }
+            #expect(recorder.first("disconnected")?.error != nil)
+        } else {
+            #expect(recorder.first("failedToConnect")?.error != nil)
+        }
+        try await peer.waitForEvents("dropping", timeout: .seconds(10))
+        #expect(peer.events("servicesListed").count >= 1, "bluetoothd listed the services first")
+        #expect(peripheral.state == .disconnected)
+        let reported = recorder.events.filter { $0.name.hasPrefix("services") }
+        #expect(reported.allSatisfy { $0.error != nil }, "\(reported.map(\.name))")
+        // The report of a failed discovery comes before the disconnection, as Core Bluetooth's.
+        let names = recorder.events.map(\.name)
+        if let services = names.firstIndex(where: { $0.hasPrefix("services") }) {
+            #expect(services < names.firstIndex(of: "disconnected") ?? names.count, "\(names)")
+        }
+    }
+}
+
+/// One of our centrals on the Bumble-backed adapter, connected to a faulty Bumble peer that
+/// advertises ``EndToEndTests/faultyService``.
+struct FaultyPeerLink {
+    let manager: CentralManager
+    let recorder: FaultRecorder
+    let peripheral: Peripheral
+    let peer: ExampleProgram
+
+    /// Scans, starts `script`, connects to it once found.
+    static func connect(_ script: String, _ arguments: [String]) async throws -> FaultyPeerLink {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let adapter = try #require(BumblePeer.adapters.first)
+        let recorder = FaultRecorder()
+        let manager = CentralManager(
+            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(adapter: adapter))
+        try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
+        manager.scanForPeripherals(withServices: [EndToEndTests.faultyService])
+        try await waitUntil("scanning") { manager.isScanning }
+        let peer = try BumblePeer.start(script, arguments + ["--timeout", "280"])
+        // Python importing Bumble in the emulated guest takes seconds, more on a busy host.
+        try await peer.waitForEvents("advertising", timeout: .seconds(90))
+        try await pollUntil("found the peer", timeout: .seconds(60), diagnostics: peer.diagnostics) {
+            recorder.discovered != nil
+        }
+        manager.stopScan()
+        let peripheral = try #require(recorder.discovered)
+        peripheral.delegate = recorder
+        manager.connect(peripheral)
+        try await pollUntil("connected", timeout: .seconds(60), diagnostics: peer.diagnostics) {
+            peripheral.state == .connected
+        }
+        return FaultyPeerLink(manager: manager, recorder: recorder, peripheral: peripheral, peer: peer)
+    }
+
+    /// The characteristic `uuid` of the faulty service, discovered.
+    func characteristic(_ uuid: BluetoothUUID) async throws -> Characteristic {
+        if peripheral.services == nil {
+            peripheral.discoverServices([EndToEndTests.faultyService])
+            try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
+        }
+        let service = try #require(peripheral.services?.first { $0.uuid == EndToEndTests.faultyService })
+        if service.characteristics == nil {
+            peripheral.discoverCharacteristics(nil, for: service)
+            try await waitUntil("characteristics", timeout: .seconds(30)) { recorder.count("characteristics") == 1 }
+        }
+        return try #require(service.characteristics?.first { $0.uuid == uuid })
+    }
+
+    /// Ends the link if it is still up (when a test ends early too).
+    func disconnect() { manager.cancelPeripheralConnection(peripheral) }
+
+    func diagnostics() -> String { "app: \(recorder.events.map(\.name))\n\(peer.diagnostics())" }
+}
+
+/// The central's and the peripheral's delegate at once: every callback, in order, with its error.
+final class FaultRecorder: CentralManagerDelegate, PeripheralDelegate, @unchecked Sendable {
+    let queue = DispatchQueue(label: "e2e.faulty")
+    struct Event: @unchecked Sendable {
+        let name: String
+        let error: (any Error)?
+    }
+    private let state = Mutex<(Peripheral?, [Event])>((nil, []))
+    var discovered: Peripheral? { state.withLock { $0.0 } }
+    var events: [Event] { state.withLock { $0.1 } }
+    func count(_ prefix: String) -> Int { events.filter { $0.name.hasPrefix(prefix) }.count }
+    func first(_ prefix: String) -> Event? { events.first { $0.name.hasPrefix(prefix) } }
+    private func record(_ name: String, _ error: (any Error)?) {
+        state.withLock { $0.1.append(Event(name: name, error: error)) }
+    }
+
+    func centralManagerDidUpdateState(_ central: CentralManager) {}
+    func centralManager(
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int
+    ) {
+        state.withLock { $0.0 = $0.0 ?? peripheral }
+    }
+    func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) { record("connected", nil) }
+    func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?) {
+        record("failedToConnect", error)
+    }
+    func centralManager(
+        _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?
+    ) {
+        record("disconnected", error)
+    }
+    func peripheral(_ peripheral: Peripheral, didDiscoverServices error: (any Error)?) {
+        record("services \(peripheral.services?.count ?? -1)", error)
+    }
+    func peripheral(_ peripheral: Peripheral, didDiscoverCharacteristicsFor service: Service, error: (any Error)?) {
+        record("characteristics \(service.uuid) \(service.characteristics?.count ?? -1)", error)
+    }
+    func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?) {
+        let hex = (characteristic.value ?? Data()).map { String(format: "%02x", $0) }.joined()
+        record("value \(characteristic.uuid) \(hex)", error)
+    }
+    func peripheral(_ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?) {
+        record("wrote \(characteristic.uuid)", error)
+    }
+    func peripheral(
+        _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
+    ) {
+        record("notifying \(characteristic.uuid) \(characteristic.isNotifying)", error)
+    }
+}

@@ -23,7 +23,26 @@ extension EndToEndTests {
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
         arguments: [UInt8(0x03), 0x80])
     func aRefusedSubscriptionReportsTheATTError(code: UInt8) async throws {
-        let link = try await FaultyPeerLink.connect("bumble_ccc_refuser.py", ["--code", "\(code)"])
+        try await refusedSubscription(code: code, usesNotifySockets: false)
+    }
+
+    /// The same through `AcquireNotify` (``CentralManagerOptions/usesNotifySockets``): bluetoothd
+    /// answers it with the code from 5.84 on, and BlueZKit, which falls back to `StartNotify`
+    /// whenever `AcquireNotify` fails, reports the code of the second refusal. Before 5.84
+    /// bluetoothd never answers an `AcquireNotify` whose CCC write was refused and keeps a freed
+    /// session (fixed by "gatt-client: avoid UAF after acquire notify failure", 476ae809a): the
+    /// app hears after the call's 25 s limit, with no ATT code, so this runs from 5.84.
+    @Test(
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable),
+        .enabled(if: emulatedBlueZ(atLeast: "5.84"), "bluetoothd before 5.84 never answers the AcquireNotify"),
+        .timeLimit(.minutes(4)))
+    func aRefusedSubscriptionThroughANotifySocketReportsTheATTError() async throws {
+        try await refusedSubscription(code: 0x03, usesNotifySockets: true)
+    }
+
+    private func refusedSubscription(code: UInt8, usesNotifySockets: Bool) async throws {
+        let link = try await FaultyPeerLink.connect(
+            "bumble_ccc_refuser.py", ["--code", "\(code)"], usesNotifySockets: usesNotifySockets)
         defer { link.disconnect() }
         let characteristic = try await link.characteristic(Self.faultyFirst)
 
@@ -32,7 +51,7 @@ extension EndToEndTests {
             link.recorder.count("notifying") == 1
         }
         let refused = try await link.peer.waitForEvents("refused", timeout: .seconds(10))
-        #expect(refused.first?["value"] as? String == "0100", "bluetoothd wrote the CCC: notifications on")
+        #expect(refused.allSatisfy { $0["value"] as? String == "0100" }, "bluetoothd wrote the CCC: notifications on")
         let outcome = try #require(link.recorder.first("notifying"))
         let error = try #require(outcome.error as? ATTError, "\(String(describing: outcome.error))")
         #expect(error.code == ATTError.Code(code))
@@ -170,12 +189,15 @@ struct FaultyPeerLink {
     let peer: ExampleProgram
 
     /// Scans, starts `script`, connects to it once found.
-    static func connect(_ script: String, _ arguments: [String]) async throws -> FaultyPeerLink {
+    static func connect(_ script: String, _ arguments: [String], usesNotifySockets: Bool = false) async throws
+        -> FaultyPeerLink
+    {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)
         let recorder = FaultRecorder()
         let manager = CentralManager(
-            delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(adapter: adapter))
+            delegate: recorder, queue: recorder.queue,
+            options: CentralManagerOptions(adapter: adapter, usesNotifySockets: usesNotifySockets))
         try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
         manager.scanForPeripherals(withServices: [EndToEndTests.faultyService])
         try await waitUntil("scanning") { manager.isScanning }

@@ -57,7 +57,8 @@ public protocol CentralManagerDelegate: AnyObject {
     func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?)
 
     /// A connection ended: `error` is nil after ``CentralManager/cancelPeripheralConnection(_:)``,
-    /// a ``BluetoothError`` with code `peripheralDisconnected` when the link was lost.
+    /// a ``BluetoothError`` with code `peripheralDisconnected` when the link was lost, or
+    /// `connectionTimeout` when bluetoothd (5.84 and later) reports a supervision timeout.
     func centralManager(
         _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?)
 

@@ -51,7 +51,8 @@ extension EndToEndTests {
             link.recorder.count("notifying") == 1
         }
         let refused = try await link.peer.waitForEvents("refused", timeout: .seconds(10))
-        #expect(refused.allSatisfy { $0["value"] as? String == "0100" }, "bluetoothd wrote the CCC: notifications on")
+        // Then bluetoothd, dropping the failed session, writes 0000 (refused too).
+        #expect(refused.first?["value"] as? String == "0100", "bluetoothd wrote the CCC: notifications on")
         let outcome = try #require(link.recorder.first("notifying"))
         let error = try #require(outcome.error as? ATTError, "\(String(describing: outcome.error))")
         #expect(error.code == ATTError.Code(code))
@@ -61,11 +62,15 @@ extension EndToEndTests {
     }
 
     /// A server never answers a read of one characteristic: bluetoothd's ATT transaction times out
-    /// after 30 s and bluetoothd drops the link (the ATT timeout ends the bearer). The app's read
-    /// ends in `didUpdateValueFor` with an error, then `didDisconnectPeripheral` with an error,
-    /// and nothing waits forever; a read of the other characteristic, before, was answered.
+    /// after 30 s, and the app's read ends in `didUpdateValueFor` with an error; nothing waits
+    /// forever. bluetoothd then shuts its ATT bearer ("as required by the ATT protocol", `timeout_cb`
+    /// in src/shared/att.c), but that does not end the LE link: `Connected` stays true, and the
+    /// app hears no `didDisconnectPeripheral` (Core Bluetooth's would follow the timeout) until it
+    /// cancels the connection (5.82, 2026-12-06: the link was still up 2 minutes later).
+    /// Recorded as a known issue; what the test holds to is that a later read fails at once and
+    /// that cancelling ends the link.
     @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(5)))
-    func aReadNeverAnsweredFailsAndTheLinkEnds() async throws {
+    func aReadNeverAnsweredFailsAndNothingHangs() async throws {
         let link = try await FaultyPeerLink.connect("bumble_silent_reader.py", [])
         defer { link.disconnect() }
         let answered = try await link.characteristic(Self.faultyFirst)
@@ -76,23 +81,38 @@ extension EndToEndTests {
         #expect(link.recorder.first("value")?.name == "value \(Self.faultyFirst) 2a")
         link.peripheral.readValue(for: silent)
         try await link.peer.waitForEvents("ignoring", timeout: .seconds(30))
-        // bluetoothd's ATT timeout is 30 s (not scaled: it is bluetoothd's), then the link goes.
+        // bluetoothd's ATT timeout is 30 s (not scaled: it is bluetoothd's).
         try await pollUntil("the silent read fails", timeout: .seconds(90), diagnostics: link.diagnostics) {
             link.recorder.count("value \(Self.faultySecond)") == 1
-        }
-        try await pollUntil("the link ends", timeout: .seconds(60), diagnostics: link.diagnostics) {
-            link.recorder.count("disconnected") == 1
         }
         let read = try #require(link.recorder.first("value \(Self.faultySecond)"))
         #expect(read.error != nil, "the unanswered read reports an error, not a value: \(read.name)")
         #expect(silent.value == nil)
-        let names = link.recorder.events.map(\.name)
-        #expect(
-            names.firstIndex(of: read.name)! < names.firstIndex(of: "disconnected")!,
-            "the read's failure comes before the disconnection: \(names)")
-        #expect(link.recorder.first("disconnected")?.error != nil)
+        await withKnownIssue("bluetoothd's ATT timeout leaves the LE link up", isIntermittent: true) {
+            try await pollUntil("the link ends", timeout: .seconds(15), diagnostics: link.diagnostics) {
+                link.recorder.count("disconnected") == 1
+            }
+        }
+        if link.recorder.count("disconnected") == 0 {
+            // No ATT bearer left: a read fails (it is not left waiting).
+            link.peripheral.readValue(for: answered)
+            try await pollUntil("a later read fails", timeout: .seconds(30), diagnostics: link.diagnostics) {
+                link.recorder.count("value \(Self.faultyFirst)") == 2
+            }
+            #expect(link.recorder.events.last { $0.name.hasPrefix("value") }?.error != nil)
+            link.disconnect()
+            try await pollUntil("cancelled", timeout: .seconds(30), diagnostics: link.diagnostics) {
+                link.recorder.count("disconnected") == 1
+            }
+            #expect(link.recorder.first("disconnected")?.error == nil, "a cancelled link ends without an error")
+        } else {
+            let names = link.recorder.events.map(\.name)
+            #expect(
+                names.firstIndex(of: read.name)! < names.firstIndex(of: "disconnected")!,
+                "the read's failure comes before the disconnection: \(names)")
+            #expect(link.recorder.first("disconnected")?.error != nil)
+        }
         #expect(link.peripheral.state == .disconnected)
-        try await link.peer.waitForEvents("disconnected", timeout: .seconds(30))
     }
 
     /// A server ends the link with a reason of its choosing, right after answering a write:

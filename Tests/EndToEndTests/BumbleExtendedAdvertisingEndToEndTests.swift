@@ -1,0 +1,64 @@
+import BlueZKit
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+/// A Bumble peripheral (`Scripts/guest/bumble_extended_advertiser.py`) advertising with an
+/// extended advertising set, far beyond the 31 bytes of a legacy advertisement, and our central
+/// scanning on the Bumble-backed adapter. In the serialized end-to-end suite.
+extension EndToEndTests {
+    static let extendedAdvertisingService = BluetoothUUID(string: "5A1E0501-B1E2-4C00-9E00-000000000001")
+
+    /// Bumble advertises 193 bytes in one extended (non-legacy) advertisement: the flags, a
+    /// 128-bit service UUID, 142 bytes of manufacturer data (company 0xFFFF and 140 bytes) and a
+    /// 26-byte complete local name. Our central gets it all in `didDiscover`: the manufacturer
+    /// data complete (`CBAdvertisementDataManufacturerDataKey`), the name and the service, as
+    /// Core Bluetooth reports extended advertisements. The Bumble-backed controller reports
+    /// extended advertising in its LE features, so the kernel scans with the extended commands
+    /// and passes the whole report to bluetoothd.
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(3)))
+    func ourCentralGetsBumblesExtendedAdvertisementWhole() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let adapter = try #require(BumblePeer.adapters.first)
+        let delegate = AdvertisementRecorder()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: adapter))
+        defer { central.stopScan() }
+        try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { central.state == .poweredOn }
+        central.scanForPeripherals(withServices: [Self.extendedAdvertisingService])
+        try await waitUntil("scanning") { central.isScanning }
+        let advertiser = try BumblePeer.start(
+            "bumble_extended_advertiser.py",
+            ["--service", "\(Self.extendedAdvertisingService)", "--payload", "140", "--duration", "90"])
+        try await advertiser.waitForEvents("advertising", timeout: .seconds(90))
+        let sent = try #require(advertiser.events("advertising").first)
+        #expect(sent["length"] as? Int == 193, "\(advertiser.diagnostics())")
+        try await pollUntil("discovered with the whole manufacturer data", timeout: .seconds(60)) {
+            delegate.seen.contains { $0.manufacturerData?.count == 142 }
+        }
+        let data = try #require(delegate.seen.first { $0.manufacturerData?.count == 142 })
+        let manufacturer = try #require(data.manufacturerData)
+        #expect(manufacturer == Data([0xFF, 0xFF] + (0..<140).map { UInt8($0) }))
+        #expect(manufacturer.map { String(format: "%02x", $0) }.joined() == sent["manufacturer"] as? String)
+        #expect(data.localName == "Bumble extended advertiser")
+        #expect(data.serviceUUIDs == [Self.extendedAdvertisingService])
+        central.stopScan()
+        _ = try await advertiser.stop()
+    }
+}
+
+/// Records every advertisement data a scan reports.
+final class AdvertisementRecorder: CentralManagerDelegate, @unchecked Sendable {
+    let queue = DispatchQueue(label: "e2e.advertisements")
+    private let state = Mutex<[AdvertisementData]>([])
+    var seen: [AdvertisementData] { state.withLock { $0 } }
+
+    func centralManagerDidUpdateState(_ central: CentralManager) {}
+    func centralManager(
+        _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,
+        rssi RSSI: Int
+    ) {
+        state.withLock { $0.append(advertisementData) }
+    }
+}

@@ -34,7 +34,12 @@ extension EndToEndTests {
         try await advertiser.waitForEvents("advertising", timeout: .seconds(90))
         let sent = try #require(advertiser.events("advertising").first)
         #expect(sent["length"] as? Int == 193, "\(advertiser.diagnostics())")
-        try await pollUntil("discovered with the whole manufacturer data", timeout: .seconds(60)) {
+        let seen = {
+            let reports = delegate.seen
+            let lengths = reports.map { "\($0.manufacturerData?.count ?? -1)/\($0.localName ?? "-")" }
+            return "\(reports.count) reports (manufacturer data length/name): \(Set(lengths).sorted())"
+        }
+        try await pollUntil("discovered with the whole manufacturer data", timeout: .seconds(60), diagnostics: seen) {
             delegate.seen.contains { $0.manufacturerData?.count == 142 }
         }
         let data = try #require(delegate.seen.first { $0.manufacturerData?.count == 142 })

@@ -12,11 +12,18 @@ extension EndToEndTests {
 
     /// Bumble advertises 193 bytes in one extended (non-legacy) advertisement: the flags, a
     /// 128-bit service UUID, 142 bytes of manufacturer data (company 0xFFFF and 140 bytes) and a
-    /// 26-byte complete local name. Our central gets it all in `didDiscover`: the manufacturer
-    /// data complete (`CBAdvertisementDataManufacturerDataKey`), the name and the service, as
-    /// Core Bluetooth reports extended advertisements. The Bumble-backed controller reports
-    /// extended advertising in its LE features, so the kernel scans with the extended commands
-    /// and passes the whole report to bluetoothd.
+    /// 26-byte complete local name. The Bumble-backed controller reports extended advertising in
+    /// its LE features, so the kernel scans with the extended commands and hands bluetoothd the
+    /// whole report (its log: `eir_len 193`, on every version).
+    ///
+    /// From bluetoothd 5.82 (tested: 5.82, 5.87) our central gets it all in `didDiscover`: the
+    /// manufacturer data complete (`CBAdvertisementDataManufacturerDataKey`), the name and the
+    /// service, as Core Bluetooth reports extended advertisements. bluetoothd 5.66 drops the
+    /// manufacturer data: it keeps a device's advertised fields in a `bt_ad` whose
+    /// `bt_ad_add_manufacturer_data` (`src/shared/ad.c`) refuses more than 27 bytes after the
+    /// company (31 − 4, a legacy advertisement's room), so `Device1.ManufacturerData` never
+    /// appears; the name and the service still arrive. Later bluetoothd sizes that check by the
+    /// advertisement's own maximum (the version between 5.66 and 5.82 is not known here).
     @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(3)))
     func ourCentralGetsBumblesExtendedAdvertisementWhole() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
@@ -38,6 +45,17 @@ extension EndToEndTests {
             let reports = delegate.seen
             let lengths = reports.map { "\($0.manufacturerData?.count ?? -1)/\($0.localName ?? "-")" }
             return "\(reports.count) reports (manufacturer data length/name): \(Set(lengths).sorted())"
+        }
+        guard emulatedBlueZ(atLeast: "5.82") else {
+            try await pollUntil("discovered", timeout: .seconds(60), diagnostics: seen) { !delegate.seen.isEmpty }
+            let data = try #require(delegate.seen.first)
+            #expect(data.localName == "Bumble extended advertiser")
+            #expect(data.serviceUUIDs == [Self.extendedAdvertisingService])
+            // Dropped by bluetoothd 5.66 (see above): nothing to report.
+            #expect(delegate.seen.allSatisfy { $0.manufacturerData == nil }, "\(seen())")
+            central.stopScan()
+            _ = try await advertiser.stop()
+            return
         }
         try await pollUntil("discovered with the whole manufacturer data", timeout: .seconds(60), diagnostics: seen) {
             delegate.seen.contains { $0.manufacturerData?.count == 142 }

@@ -1,6 +1,6 @@
 package import DBus
 package import Dispatch
-import Synchronization
+import Locking
 
 /// bluetoothd for one adapter, as both managers see it: which adapter is in use and whether
 /// it is powered, device advertisements and changes, discovery, and (in `BlueZClient+GATT.swift`,
@@ -77,7 +77,7 @@ package final class BlueZClient: @unchecked Sendable {
     /// queue; `BlueZClient+DisconnectReasons.swift`).
     var disconnectReasons: [DeviceID: DisconnectReason] = [:]
     /// The subscription to `Device1.Disconnected`, once started (any thread).
-    let disconnectedSubscription = Mutex<DBusSubscription?>(nil)
+    let disconnectedSubscription = PosixMutex<DBusSubscription?>(nil)
 
     /// What a client follows of bluetoothd's property changes.
     package enum Watch: Sendable {

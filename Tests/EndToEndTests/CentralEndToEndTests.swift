@@ -123,9 +123,11 @@ struct EndToEndTests {
 
 final class E2ECentralDelegate: CentralManagerDelegate, @unchecked Sendable {
     let queue = DispatchQueue(label: "e2e.central")
-    private let state = Mutex<(Peripheral?, [BluetoothUUID], [String])>((nil, [], []))
+    private let state = Mutex<(Peripheral?, AdvertisementData?, [String])>((nil, nil, []))
     var discovered: Peripheral? { state.withLock { $0.0 } }
-    var advertisedServices: [BluetoothUUID] { state.withLock { $0.1 } }
+    /// The last discovery's advertisement.
+    var advertisement: AdvertisementData? { state.withLock { $0.1 } }
+    var advertisedServices: [BluetoothUUID] { advertisement?.serviceUUIDs ?? [] }
     var disconnectErrors: [String] { state.withLock { $0.2 } }
 
     func centralManagerDidUpdateState(_ central: CentralManager) {}
@@ -135,7 +137,7 @@ final class E2ECentralDelegate: CentralManagerDelegate, @unchecked Sendable {
     ) {
         state.withLock {
             $0.0 = peripheral
-            $0.1 = advertisementData.serviceUUIDs
+            $0.1 = advertisementData
         }
     }
     func centralManager(

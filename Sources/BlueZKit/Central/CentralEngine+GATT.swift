@@ -253,6 +253,11 @@ extension CentralEngine {
     /// (`disc_att_send_op` in `src/shared/att.c`: an error response without a PDU, which
     /// `process_error` turns into Unlikely Error). So ATT 0x0E is taken for a failed pairing
     /// when, after a round trip to bluetoothd, the peripheral is neither paired nor connected.
+    /// Connected means our link too: bluetoothd (5.66 to at least 5.87) may never signal
+    /// `Connected` true for a link made with `Device1.Connect` (its ATT callback marks the LE
+    /// bearer connected before the kernel's connection event, which then returns "already
+    /// connected" without emitting; seen with dbus-monitor on 5.82), so the cache can say false
+    /// for a link that is up; a link that ended has had its `Connected` false by then.
     /// In a task on the bus queue (``onBusQueue(_:)``): it reads the object cache.
     func operationError(_ error: BlueZError, of peripheral: Peripheral) async -> any Error {
         dispatchPrecondition(condition: .onQueue(busQueue))
@@ -261,7 +266,9 @@ extension CentralEngine {
         let id = peripheral.deviceID
         await client.synchronize(with: id)
         let device = client.device(id)
-        guard device?.paired != true && device?.connected != true else { return mapped }
+        guard device?.paired != true && device?.connected != true && links[id]?.phase != .connected else {
+            return mapped
+        }
         return BluetoothError(
             .pairingFailed, message: "pairing failed and bluetoothd ended the link (\(att.message))", underlying: att)
     }

@@ -84,12 +84,14 @@ import Testing
     @Test func aNewRequestIsNotEndedByTheTeardownOfACancelledOne() async throws {
         let fixture = try await CentralFixture.make()
         let (sensor, peripheral) = try await Self.discoverSensor(fixture)
-        // The request's Connect takes 2 s; it is cancelled meanwhile, and succeeds after all.
-        // Taking that link down (Disconnect) then takes 1 s, scaled like the waits: the link is
-        // up only that long, and the poll below must see it (under ThreadSanitizer, beside the
-        // whole tier in a fresh chroot, it once did not within 1 s).
+        // The request's Connect takes 2 s; it is cancelled meanwhile, and succeeds after all:
+        // the cancel's Disconnect (sent at once, to stop the Connect under way) takes longer,
+        // and reaches bluetoothd only after the link is up. It then takes the link down 1 s
+        // later, scaled like the waits: the link is up only that long, and the poll below must
+        // see it (under ThreadSanitizer, beside the whole tier in a fresh chroot, it once did not
+        // within 1 s).
         fixture.bluez.inject(.delay(.seconds(2)), for: .connect)
-        fixture.bluez.inject(.delay(TestTime.scaled(.seconds(1))), for: .disconnect)
+        fixture.bluez.inject(.delay(.seconds(2) + TestTime.scaled(.seconds(1))), for: .disconnect)
         fixture.central.connect(peripheral)
         try await waitUntil("connecting") { peripheral.state == .connecting }
         // `.connecting` is reported before `Connect` is sent: a cancel before that would send none.

@@ -55,6 +55,18 @@ extension CentralEngine {
             switch link.phase {
             case .pending:
                 links[id] = nil
+                if link.attemptInFlight {
+                    // bluetoothd keeps a `Connect` under way going (the kernel waits for the
+                    // device's next advertisement), and would bring the link up after the
+                    // cancel: `Disconnect` stops it at once (`device_request_disconnect` shuts
+                    // the ATT socket being connected and fails the `Connect`). A later request's
+                    // `Connect` waits for it (`attempt`).
+                    let previous = teardowns[id]
+                    teardowns[id] = onBusQueue { [self] in
+                        await previous?.value
+                        try? await client.disconnect(id)
+                    }
+                }
                 manager?.post(.link(peripheral, .disconnected(nil)))
                 updateBackgroundDiscovery()
             case .connected:
@@ -94,6 +106,8 @@ extension CentralEngine {
             // would find it still up and succeed at once, and the Disconnect then end it.
             await teardown?.value
             await pause?.value
+            // Cancelled while it waited: no `Connect` for a request that is gone.
+            guard links[id] != nil else { return connectAttemptEnded(id) }
             let result: BlueZError?
             do throws(BlueZError) {
                 try await client.connect(id)

@@ -209,8 +209,9 @@ extension EndToEndTests {
     /// new connect request (the door-lock pattern) is kept while the state is `poweredOff`, and
     /// completes once the adapter is back, with no new call. hci0 is powered on again on every
     /// path. (Removing the central's adapter is left to the simulator: btvirt's controllers go
-    /// only with btvirt, which every later test needs.)
-    @Test(.timeLimit(.minutes(4)))
+    /// only with btvirt, which every later test needs.) bluetoothd 5.66 once exited here, after
+    /// the test's own checks had passed (``KnownBluetoothdCrash/serverReadFailedAsTheLinkDropped``).
+    @Test(.timeLimit(.minutes(4)), .serverReadFailedAsTheLinkDropped)
     func aRequestMadeAsTheCentralsAdapterPowersOffCompletesWhenItIsBack() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let examples = try ExamplePeripheral()

@@ -59,6 +59,15 @@ extension EndToEndTests {
         }
     }
 
+    /// The text of every file under `directory` (the restoration state files), joined.
+    static func stateFilesText(in directory: String) -> String {
+        guard let files = FileManager.default.enumerator(atPath: directory) else { return "" }
+        return files.compactMap { name -> String? in
+            guard let name = name as? String else { return nil }
+            return try? String(contentsOfFile: "\(directory)/\(name)", encoding: .utf8)
+        }.joined(separator: "\n")
+    }
+
     /// The peripheral's command line in these tests (before any `--restore-id`).
     static let peripheralCommand = ["--json", "--adapter", "hci1", "--name", "Long HRM", "--interval-ms", "250"]
 
@@ -69,6 +78,11 @@ extension EndToEndTests {
         let arguments = ["--restore-id", "e2e-sensor"]
         let (central, first) = try await Self.startExamples(peripheralArguments: arguments, state: state)
         let subscriber = try #require(first.events("subscribed").first?["central"] as? String)
+        // The state is written at most once a second (coalesced): kill only once the
+        // subscription is in it (CI 2026-12-06 killed it sooner once, and nothing was restored).
+        try await pollUntil("the subscription saved", timeout: .seconds(20)) {
+            Self.stateFilesText(in: state).contains(subscriber)
+        }
         #expect(try await first.stop(signal: SIGKILL) == 128 + SIGKILL)
         // bluetoothd removes the dead process's services (ending the central's subscription with
         // them) and tells the central so; the link stays up.

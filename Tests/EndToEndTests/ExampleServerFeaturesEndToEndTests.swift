@@ -20,23 +20,11 @@ extension EndToEndTests {
     /// Bluetooth's does for a peripheral another app connected.
     @Test(.timeLimit(.minutes(3)))
     func descriptorsAndConnectedPeripheralsThroughTheRealBluetoothd() async throws {
-        try await ExamplePeripheral.forgetKnownDevices()
+        let delegate = E2ECentralDelegate()
         let examples = try ExamplePeripheral()
         defer { examples.stop() }
-        try examples.start("example-gatt-server")
-        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
-            examples.log("example-gatt-server").contains("GATT application registered")
-        }
-        let delegate = E2ECentralDelegate()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
-        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        try await waitUntil("scanning") { central.isScanning }
-        try examples.start("example-advertisement")
-        try await waitUntil("discovered the examples", timeout: .seconds(60)) { delegate.discovered != nil }
-        central.stopScan()
-        let sensor = try #require(delegate.discovered)
+        let (central, sensor) = try await Self.discoverExamples(
+            server: examples, advertiser: examples, delegate: delegate)
         try await central.connect(to: sensor)
         // The manager that connected lists it too, once bluetoothd has its services' UUIDs (the
         // test service is not advertised). bluetoothd may never signal `Connected` for this link.
@@ -100,24 +88,12 @@ extension EndToEndTests {
     /// and the link stays down).
     @Test(.timeLimit(.minutes(3)))
     func aCancelledPendingConnectionNeverCompletes() async throws {
-        try await ExamplePeripheral.forgetKnownDevices()
+        let delegate = E2ECentralDelegate()
         let server = try ExamplePeripheral()
         defer { server.stop() }
-        try server.start("example-gatt-server")
-        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
-            server.log("example-gatt-server").contains("GATT application registered")
-        }
-        let delegate = E2ECentralDelegate()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
-        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        try await waitUntil("scanning") { central.isScanning }
         var advertisement = try ExamplePeripheral()
-        try advertisement.start("example-advertisement")
-        try await waitUntil("discovered", timeout: .seconds(60)) { delegate.discovered != nil }
-        central.stopScan()
-        let sensor = try #require(delegate.discovered)
+        let (central, sensor) = try await Self.discoverExamples(
+            server: server, advertiser: advertisement, delegate: delegate)
         advertisement.stop()
         // The advertisement is gone from hci1's controller too (bluetoothd removes it after the
         // script exits), so nothing can answer the connect request.
@@ -164,23 +140,11 @@ extension EndToEndTests {
     /// again, take the new link, on which a read works; a cancel then ends it for good.
     @Test(.timeLimit(.minutes(4)))
     func autoReconnectBringsTheLinkBack() async throws {
-        try await ExamplePeripheral.forgetKnownDevices()
+        let delegate = ReconnectRecorder()
         let examples = try ExamplePeripheral()
         defer { examples.stop() }
-        try examples.start("example-gatt-server")
-        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
-            examples.log("example-gatt-server").contains("GATT application registered")
-        }
-        let delegate = ReconnectRecorder()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
-        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        try await waitUntil("scanning") { central.isScanning }
-        try examples.start("example-advertisement")
-        try await waitUntil("discovered the examples", timeout: .seconds(60)) { delegate.discovered != nil }
-        central.stopScan()
-        let sensor = try #require(delegate.discovered)
+        let (central, sensor) = try await Self.discoverExamples(
+            server: examples, advertiser: examples, delegate: delegate)
         central.connect(sensor, options: [CBConnectPeripheralOptionEnableAutoReconnect: true])
         try await waitUntil("connected", timeout: .seconds(60)) { delegate.events == ["connected"] }
 
@@ -213,23 +177,11 @@ extension EndToEndTests {
     /// the test's own checks had passed (``KnownBluetoothdCrash/serverReadFailedAsTheLinkDropped``).
     @Test(.timeLimit(.minutes(4)), .serverReadFailedAsTheLinkDropped)
     func aRequestMadeAsTheCentralsAdapterPowersOffCompletesWhenItIsBack() async throws {
-        try await ExamplePeripheral.forgetKnownDevices()
+        let delegate = ReconnectRecorder(connectsAgain: true)
         let examples = try ExamplePeripheral()
         defer { examples.stop() }
-        try examples.start("example-gatt-server")
-        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
-            examples.log("example-gatt-server").contains("GATT application registered")
-        }
-        let delegate = ReconnectRecorder(connectsAgain: true)
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
-        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        try await waitUntil("scanning") { central.isScanning }
-        try examples.start("example-advertisement")
-        try await waitUntil("discovered the examples", timeout: .seconds(60)) { delegate.discovered != nil }
-        central.stopScan()
-        let sensor = try #require(delegate.discovered)
+        let (central, sensor) = try await Self.discoverExamples(
+            server: examples, advertiser: examples, delegate: delegate)
         central.connect(sensor)
         try await waitUntil("connected", timeout: .seconds(60)) { delegate.events == ["connected"] }
 
@@ -258,6 +210,29 @@ extension EndToEndTests {
         if let failure { throw failure }
         central.cancelPeripheralConnection(sensor)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
+    }
+
+    /// BlueZ's `example-gatt-server` registered in `server` on hci1 (after every known device was
+    /// forgotten), and a central on hci0 with `delegate` that found `example-advertisement`,
+    /// started in `advertiser`; the scan is stopped. Returns the central and the examples.
+    static func discoverExamples(
+        server: ExamplePeripheral, advertiser: ExamplePeripheral,
+        delegate: some CentralManagerDelegate & DiscoveryRecording
+    ) async throws -> (CentralManager, Peripheral) {
+        try await ExamplePeripheral.forgetKnownDevices()
+        try server.start("example-gatt-server")
+        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
+            server.log("example-gatt-server").contains("GATT application registered")
+        }
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
+        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
+        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
+        try await waitUntil("scanning") { central.isScanning }
+        try advertiser.start("example-advertisement")
+        try await waitUntil("discovered the examples", timeout: .seconds(60)) { delegate.discovered != nil }
+        central.stopScan()
+        return (central, try #require(delegate.discovered))
     }
 
     /// `LEAdvertisingManager1.ActiveInstances` of `adapter` (busctl); nil when unreadable.
@@ -289,7 +264,7 @@ extension EndToEndTests {
 /// disconnection in order (`state <state>`, `connected`, `disconnected [reconnecting] <error
 /// code or nil>`); with `connectsAgain`, a lost link is asked for again at once (the door-lock
 /// pattern).
-private final class ReconnectRecorder: CentralManagerDelegate, @unchecked Sendable {
+private final class ReconnectRecorder: CentralManagerDelegate, DiscoveryRecording, @unchecked Sendable {
     let queue = DispatchQueue(label: "e2e.reconnect")
     private let connectsAgain: Bool
     private let state = Mutex<(Peripheral?, [String])>((nil, []))
@@ -321,3 +296,11 @@ private final class ReconnectRecorder: CentralManagerDelegate, @unchecked Sendab
         if connectsAgain && error != nil { central.connect(peripheral) }
     }
 }
+
+/// A central delegate that keeps its queue and the last peripheral it discovered.
+protocol DiscoveryRecording: AnyObject, Sendable {
+    var queue: DispatchQueue { get }
+    var discovered: Peripheral? { get }
+}
+
+extension E2ECentralDelegate: DiscoveryRecording {}

@@ -47,6 +47,12 @@ extension BlueZClient {
         disconnectReasons.removeValue(forKey: id)
     }
 
+    /// The reason bluetoothd gave for the end of `id`'s last link, if nobody took it yet; it stays
+    /// (on the queue).
+    package func disconnectReason(of id: DeviceID) -> DisconnectReason? {
+        disconnectReasons[id]
+    }
+
     /// A `Disconnected` signal (on the queue): input from the bus, so a malformed one is ignored.
     private func disconnected(_ message: DBusMessage) {
         guard let path = message.path, let arguments = try? message.arguments(),

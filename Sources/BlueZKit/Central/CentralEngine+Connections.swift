@@ -164,6 +164,7 @@ extension CentralEngine {
         link.phase = .connected
         link.backoff = Self.firstRetryDelay
         links[id] = link
+        linkEndReasons[id] = nil
         manager?.post(.link(peripheral, .connected))
         if client.device(id)?.servicesResolved == true {
             servicesResolved(id)
@@ -202,6 +203,7 @@ extension CentralEngine {
     /// gives no reason) `peripheralDisconnected`.
     func linkLost(_ id: DeviceID) {
         let reason = client.takeDisconnectReason(of: id)
+        linkEndReasons[id] = reason
         guard let link = links[id], link.phase == .connected, let peripheral = peripherals[id] else { return }
         resetGatt(id)
         let error =

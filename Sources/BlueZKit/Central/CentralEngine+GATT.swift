@@ -252,7 +252,11 @@ extension CentralEngine {
     /// the kernel ends the link, and the operation waiting on it fails with ATT 0x0E
     /// (`disc_att_send_op` in `src/shared/att.c`: an error response without a PDU, which
     /// `process_error` turns into Unlikely Error). So ATT 0x0E is taken for a failed pairing
-    /// when, after a round trip to bluetoothd, the peripheral is neither paired nor connected.
+    /// when, after a round trip to bluetoothd, the peripheral is neither paired nor connected,
+    /// and bluetoothd gave no reason for the link's end or an authentication failure. With a
+    /// reason (`Device1.Disconnected`, 5.84 and later) the link's end is reported as it was: a
+    /// peripheral that ends the link with a request in flight is `peripheralDisconnected`, a
+    /// supervision timeout `connectionTimeout`.
     /// Connected means our link too: bluetoothd (5.66 to at least 5.87) may never signal
     /// `Connected` true for a link made with `Device1.Connect` (its ATT callback marks the LE
     /// bearer connected before the kernel's connection event, which then returns "already
@@ -269,8 +273,18 @@ extension CentralEngine {
         guard device?.paired != true && device?.connected != true && links[id]?.phase != .connected else {
             return mapped
         }
-        return BluetoothError(
-            .pairingFailed, message: "pairing failed and bluetoothd ended the link (\(att.message))", underlying: att)
+        switch client.disconnectReason(of: id) ?? linkEndReasons[id] {
+        case nil, .authentication?:
+            return BluetoothError(
+                .pairingFailed, message: "pairing failed and bluetoothd ended the link (\(att.message))",
+                underlying: att)
+        case .timeout?:
+            return BluetoothError(
+                .connectionTimeout, message: "the link timed out while the request was in flight", underlying: att)
+        case .remote?, .local?, .other?:
+            return BluetoothError(
+                .peripheralDisconnected, message: "the link ended while the request was in flight", underlying: att)
+        }
     }
 
     /// Hands ``operationError(_:of:)`` to `post`: at once unless it needs a round trip to bluetoothd.

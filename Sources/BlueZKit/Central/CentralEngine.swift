@@ -25,6 +25,9 @@ final class CentralEngine: @unchecked Sendable {
     /// The advertisement monitor of a passive scan (`CentralEngine+PassiveScan.swift`).
     var passiveScan: PassiveSession?
     var links: [DeviceID: Link] = [:]
+    /// Why each device's last link ended, as bluetoothd said (5.84 and later), until its next
+    /// link: the error of an operation that the link's end failed (``operationError(_:of:)``).
+    var linkEndReasons: [DeviceID: BlueZClient.DisconnectReason] = [:]
     var gatt: [DeviceID: GattModel] = [:] { didSet { forgetNotifyRoutes() } }
     /// Where `StartNotify` values of each attribute go, as `gatt` and `peripherals` said when
     /// the first one came (`CentralEngine+Notify.swift`); emptied whenever either changes.

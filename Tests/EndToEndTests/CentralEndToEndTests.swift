@@ -130,6 +130,14 @@ final class E2ECentralDelegate: CentralManagerDelegate, @unchecked Sendable {
     var advertisedServices: [BluetoothUUID] { advertisement?.serviceUUIDs ?? [] }
     var disconnectErrors: [String] { state.withLock { $0.2 } }
 
+    /// Forgets the last discovery, so that `discovered` is nil until the next one.
+    func forgetDiscovered() {
+        state.withLock {
+            $0.0 = nil
+            $0.1 = nil
+        }
+    }
+
     func centralManagerDidUpdateState(_ central: CentralManager) {}
     func centralManager(
         _ central: CentralManager, didDiscover peripheral: Peripheral, advertisementData: AdvertisementData,

@@ -57,6 +57,8 @@ let package = Package(
             dependencies: [
                 "BlueZKit", "HeartRateProfile", "TestSupport", "CoreBluetoothPort", "CoreBluetoothPortSwift5",
                 "BluetoothdConformance", "DBus",
+                // The UART bridge's test pattern and frames, to check what a Bumble peer received.
+                "UARTProfile",
             ],
             swiftSettings: strictSettings
         ),

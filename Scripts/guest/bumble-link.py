@@ -13,7 +13,19 @@ Python of the Bumble venv that `bluez-vm setup --bumble` made. Nothing of BlueZK
   starts from a clean controller. When the client goes, its controller's links are ended (LL
   terminate, "remote user terminated") and it leaves the link.
 
-Prints "ready hciN" on standard output once the kernel has the vhci controller's index.
+Prints "ready hciN" on standard output once the kernel has the vhci controller's index, and writes
+its process id to PATH.pid (next to the socket) for the signals below.
+
+The vhci controller can go away and come back, as a USB adapter pulled out and plugged in again
+(btvirt's controllers cannot: they go only with btvirt, which every later test needs):
+- SIGUSR1 unplugs it: its links end on the peers' side with a connection timeout (0x08, what a
+  radio that vanished leaves behind), it leaves the link, and /dev/vhci is closed, so the kernel
+  unregisters hciN and bluetoothd removes the adapter.
+- SIGUSR2 plugs it back: /dev/vhci again, with a fresh controller of the same public address on the
+  same link; the kernel registers it with the lowest free index (hciN again when nothing took it),
+  and bluetoothd adds and powers it (AutoEnable).
+Each is logged ("unplug done", "plug done: hciN") on standard error; a signal for the state it is
+already in does nothing, so SIGUSR2 is always safe (a test restores the adapter with it).
 
 The link is Bumble's own with one change (SelfAddressLink): Bumble 0.0.236's
 `LocalLink.send_acl_data` sends LE data as coming from the sender's *random* address, also on a
@@ -27,6 +39,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 
 from bumble import hci, ll
@@ -78,23 +91,76 @@ class PeerHost(asyncio.Protocol):
         controller, self.controller = self.controller, None
         if controller is None:
             return
-        reason = hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR
-        for connection in list(controller.le_connections.values()):
-            connection.send_ll_control_pdu(ll.TerminateInd(reason))
-        controller.le_legacy_advertiser.stop()
-        for advertising_set in controller.advertising_sets.values():
-            stop = getattr(advertising_set, "stop", None)
-            if stop:
-                stop()
-        controller.host = None
-        self.link.remove_controller(controller)
-        controller.link = None
+        end_links(controller, hci.HCI_ErrorCode.REMOTE_USER_TERMINATED_CONNECTION_ERROR)
         log(f"peer program gone (controller {controller.name} removed)")
 
 
 def log(message):
     sys.stderr.write(f"bumble-link: {message}\n")
     sys.stderr.flush()
+
+
+class VhciAdapter:
+    """The controller on /dev/vhci, which can be unplugged and plugged back (see the docstring)."""
+
+    def __init__(self, link, address):
+        self.link = link
+        self.address = address
+        self.transport = None
+        self.controller = None
+        self.index = None
+        # One change at a time, in the order the signals came.
+        self.changes = asyncio.Lock()
+
+    async def plug(self):
+        """Opens /dev/vhci with a fresh controller on the link; returns the kernel's hci index."""
+        async with self.changes:
+            if self.transport is not None:
+                return self.index
+            index = asyncio.get_running_loop().create_future()
+            transport = await open_transport("vhci")
+            # The kernel's first packet on /dev/vhci (HCI_VENDOR_PKT, opcode, index) names the
+            # controller: keep the index for "ready". It is little-endian (vhci_create_device in the
+            # kernel's drivers/bluetooth/hci_vhci.c); Bumble 0.0.236 logs it byte-swapped (hci512 for hci2).
+            original = transport.source.data_received
+
+            def data_received(data):
+                if len(data) == 4 and data[0] == 0xFF and not index.done():
+                    index.set_result(data[2] | data[3] << 8)
+                original(data)
+
+            transport.source.data_received = data_received
+            self.controller = Controller("vhci", host_source=transport.source, host_sink=transport.sink,
+                                         link=self.link, public_address=self.address)
+            self.transport = transport
+            self.index = await asyncio.wait_for(index, 30)
+            return self.index
+
+    async def unplug(self):
+        """Ends the controller's links as a vanished radio does (the peers' supervision timeout),
+        takes it off the link and closes /dev/vhci, so the kernel unregisters hciN."""
+        async with self.changes:
+            if self.transport is None:
+                return
+            controller, transport = self.controller, self.transport
+            self.controller = self.transport = None
+            end_links(controller, hci.HCI_ErrorCode.CONNECTION_TIMEOUT_ERROR)
+            await transport.close()
+
+
+def end_links(controller, reason):
+    """Terminates the controller's LE links with `reason`, stops its advertising, takes it off its link."""
+    for connection in list(controller.le_connections.values()):
+        connection.send_ll_control_pdu(ll.TerminateInd(reason))
+    controller.le_legacy_advertiser.stop()
+    for advertising_set in controller.advertising_sets.values():
+        stop = getattr(advertising_set, "stop", None)
+        if stop:
+            stop()
+    controller.host = None
+    if controller.link is not None:
+        controller.link.remove_controller(controller)
+    controller.link = None
 
 
 async def main():
@@ -104,24 +170,26 @@ async def main():
     args = parser.parse_args()
 
     link = SelfAddressLink()
-    hci_index = asyncio.get_running_loop().create_future()
-    transport = await open_transport("vhci")
-    # The kernel's first packet on /dev/vhci (HCI_VENDOR_PKT, opcode, index) names the controller:
-    # keep the index for "ready". It is little-endian (vhci_create_device in the kernel's
-    # drivers/bluetooth/hci_vhci.c); Bumble 0.0.236 logs it byte-swapped (hci512 for hci2).
-    original = transport.source.data_received
+    adapter = VhciAdapter(link, args.address)
+    loop = asyncio.get_running_loop()
 
-    def data_received(data):
-        if len(data) == 4 and data[0] == 0xFF and not hci_index.done():
-            hci_index.set_result(data[2] | data[3] << 8)  # little-endian (vhci_create_device)
-        original(data)
+    def change(name, coroutine):
+        async def logged():
+            try:
+                result = await coroutine
+                log(f"{name} done" + (f": hci{result}" if result is not None else ""))
+            except Exception as error:  # noqa: BLE001 (reported; the link serves on)
+                log(f"{name} failed: {type(error).__name__}: {error}")
+        loop.create_task(logged())
 
-    transport.source.data_received = data_received
-    Controller("vhci", host_source=transport.source, host_sink=transport.sink, link=link, public_address=args.address)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: change("unplug", adapter.unplug()))
+    loop.add_signal_handler(signal.SIGUSR2, lambda: change("plug", adapter.plug()))
+    index = await adapter.plug()
     if os.path.exists(args.socket):
         os.unlink(args.socket)
-    server = await asyncio.get_running_loop().create_unix_server(lambda: PeerHost(link), args.socket)
-    index = await asyncio.wait_for(hci_index, 30)
+    server = await loop.create_unix_server(lambda: PeerHost(link), args.socket)
+    with open(f"{args.socket}.pid", "w") as pid_file:
+        pid_file.write(f"{os.getpid()}\n")
     print(f"ready hci{index}", flush=True)
     async with server:
         await server.serve_forever()

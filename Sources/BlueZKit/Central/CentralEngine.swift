@@ -247,6 +247,9 @@ final class CentralEngine: @unchecked Sendable {
         let solicitsService = options.solicitedServiceUUIDs.contains(where: data.solicitedServiceUUIDs.contains)
         guard advertisesService || solicitsService else { return }
         if let threshold = options.rssiThreshold, Int(rssi) < threshold { return }
+        // bluetoothd reports a device to every discovery client once one client's filter admits
+        // it: another client's scan (any process's) lets through what our pattern would not.
+        if let pattern = options.pattern, !Self.matches(pattern: pattern, device) { return }
         if !options.allowDuplicates {
             // Once per scan, and again only when the advertisement changes.
             if scan?.reported[id] == data { return }
@@ -345,6 +348,15 @@ final class CentralEngine: @unchecked Sendable {
             txPowerLevel: device.txPower.map(Int.init),
             isConnectable: true,
             solicitedServiceUUIDs: solicited(device.advertisingData))
+    }
+
+    /// bluetoothd's `Pattern` rule (`device_is_discoverable` in `src/adapter.c`, 5.54 to 5.87):
+    /// the empty pattern, or a byte-wise prefix of the device's address (`AA:BB:…`, upper case)
+    /// or of its name.
+    static func matches(pattern: String, _ device: BlueZDeviceProperties) -> Bool {
+        let prefix = Array(pattern.utf8)
+        return prefix.isEmpty || device.address.map { $0.utf8.starts(with: prefix) } == true
+            || device.name.map { $0.utf8.starts(with: prefix) } == true
     }
 
     /// Solicited service UUIDs from raw advertising data (AD types 0x14, 0x15, 0x1F).

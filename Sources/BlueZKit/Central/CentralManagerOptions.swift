@@ -102,7 +102,9 @@ public struct ScanOptions: Sendable, Hashable {
     public var solicitedServiceUUIDs: [BluetoothUUID]
     /// Linux: report only advertisements received at or above this RSSI (dBm); BlueZ's `RSSI` filter.
     public var rssiThreshold: Int?
-    /// Linux: report only devices whose address or name starts with this text; BlueZ's `Pattern` filter.
+    /// Linux: report only devices whose address or name starts with this text; BlueZ's `Pattern`
+    /// filter (bluetoothd 5.54 and later), checked by the central too, as bluetoothd lets through
+    /// what another discovery client's filter admits.
     ///
     /// Nil sends the empty pattern, which every device matches: it keeps bluetoothd's discovery
     /// a filtered one, which reports advertisers without a discoverable flag too.

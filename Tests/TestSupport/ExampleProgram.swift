@@ -184,6 +184,11 @@ public final class ExampleProgram: Sendable {
         return found
     }
 
+    /// Sends `signal` to the program if it still runs, a command for programs that act on one.
+    public func send(_ signal: Int32) {
+        if status == nil { kill(pid, signal) }
+    }
+
     /// Sends `signal` and waits for the program to exit; returns its status.
     public func stop(signal: Int32 = SIGTERM, timeout: Duration = .seconds(20)) async throws -> Int32 {
         if status == nil { kill(pid, signal) }

@@ -1,0 +1,301 @@
+import BlueZKit
+import Foundation
+import Synchronization
+import TestSupport
+import Testing
+
+/// README row "Passkey and numeric-comparison pairing flows and their refusal defaults": our
+/// central's pairing agent against the real bluetoothd and kernel SMP, with Google Bumble's SMP
+/// as the peer and the judge (`Scripts/guest/bumble_pairing_peripheral.py`). btvirt cannot do
+/// this: its controllers pair just works only, with no IO capability of a peer to choose, and
+/// nothing but BlueZ on both ends. Bumble's peripheral answers a read only on a link whose keys
+/// came from an authenticated pairing, and reports the passkey it shows, the number it compares,
+/// and how its SMP ended.
+///
+/// bluetoothd asks its *default* agent about a pairing that no `Device1.Pair` call started, as
+/// here, where the read's Insufficient Authentication makes the kernel pair; BlueZKit never calls
+/// `Pair`, so a manager's delegate is asked only when its app made the agent the default
+/// (``CentralManagerOptions/requestsDefaultPairingAgent``): every test here asks.
+/// In the serialized end-to-end suite.
+extension EndToEndTests {
+    static let pairingJudgeService = BluetoothUUID(string: "5A1E0E01-B1E2-4C00-9E00-000000000035")
+    static let pairingJudgeSecret = BluetoothUUID(string: "5A1E0E02-B1E2-4C00-9E00-000000000035")
+
+    /// Passkey entry (our `KeyboardOnly` against Bumble's `DisplayOnly`): Bumble shows a
+    /// passkey, our delegate is asked for it once, about the peripheral being read, and answers
+    /// what Bumble showed: the read succeeds and Bumble's keys are authenticated (LE Secure
+    /// Connections). Typing a wrong passkey fails the pairing for both (SMP Confirm Value Failed,
+    /// 0x04): the read fails and the link ends (``PairingJudgeLink/expectRefused(_:reason:)``).
+    @Test(
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
+        .timeLimit(.minutes(4)), arguments: [true, false])
+    func passkeyEntryWithThePasskeyBumbleShows(typedRight: Bool) async throws {
+        let delegate = PairingRecorder(.keyboardOnly)
+        try await PairingJudgeLink.run(["--io", "display-only"], delegate: delegate) { link in
+            link.readSecret()
+            let shown = try await link.peer.waitForEvents("passkey", timeout: .seconds(60))
+            try await pollUntil(
+                "our delegate is asked for the passkey", timeout: .seconds(30), diagnostics: link.diagnostics
+            ) {
+                delegate.requests.contains("passkey?")
+            }
+            let passkey = try #require(shown.first?["number"] as? Int)
+            #expect(
+                delegate.peers.allSatisfy {
+                    $0.identifier == link.peripheral.identifier && $0.peripheral === link.peripheral
+                })
+            delegate.typePasskey(UInt32(typedRight ? passkey : (passkey + 1) % 1_000_000))
+            let read = try await link.readOutcome()
+            #expect(delegate.requests == ["passkey?"], "\(delegate.requests)")
+            if typedRight {
+                try link.expectAuthenticatedRead(read)
+            } else {
+                try await link.expectRefused(read, reason: 0x04)
+            }
+        }
+    }
+
+    /// Numeric comparison (both `DisplayYesNo`, LE Secure Connections): our delegate's
+    /// confirmation carries the six-digit number Bumble shows. Accepting it pairs (Bumble's keys
+    /// authenticated) and the read succeeds; refusing it fails the pairing (SMP Numeric
+    /// Comparison Failed, 0x0C, as Bumble hears it): the read fails and the link ends, as when a
+    /// Core Bluetooth user cancels the system's pairing alert.
+    @Test(
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
+        .timeLimit(.minutes(4)), arguments: [true, false])
+    func numericComparisonWithTheNumberBumbleShows(accepts: Bool) async throws {
+        let delegate = PairingRecorder(.displayYesNo, acceptsComparison: accepts)
+        try await PairingJudgeLink.run(["--io", "display-yes-no"], delegate: delegate) { link in
+            link.readSecret()
+            let read = try await link.readOutcome()
+            let compared = try #require(link.peer.events("compare").first?["number"] as? Int, "\(link.diagnostics())")
+            #expect(delegate.requests == ["confirm \(compared)"], "\(delegate.requests)")
+            #expect((0..<1_000_000).contains(compared))
+            #expect(delegate.peers.map(\.identifier) == [link.peripheral.identifier])
+            if accepts {
+                try link.expectAuthenticatedRead(read)
+            } else {
+                try await link.expectRefused(read, reason: 0x0C)
+            }
+        }
+    }
+
+    /// The refusal defaults, on the real bluetoothd. A delegate that answers nothing (its
+    /// protocol's defaults) refuses the numeric comparison its `DisplayYesNo` brings: Bumble's
+    /// pairing fails (0x0C), the read fails and the link ends. With no delegate
+    /// the agent is `NoInputNoOutput`: nothing is asked, the pairing can only be just works,
+    /// which Bumble's SMP reports as unauthenticated keys, so the read that needs more is
+    /// refused with the peripheral's `insufficientAuthentication`: nothing is silently
+    /// authenticated.
+    @Test(
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
+        .timeLimit(.minutes(4)), arguments: [true, false])
+    func withoutAnAnswerAnAuthenticatedPairingIsRefused(hasDelegate: Bool) async throws {
+        let idle = IdlePairingDelegate()
+        try await PairingJudgeLink.run(["--io", "display-yes-no"], delegate: hasDelegate ? idle : nil) { link in
+            link.readSecret()
+            let read = try await link.readOutcome()
+            #expect(link.peer.events("read").allSatisfy { $0["authenticated"] as? Bool == false })
+            #expect(link.peer.events("passkey").isEmpty)
+            if hasDelegate {
+                #expect(link.peer.events("compare").count == 1, "\(link.diagnostics())")
+                try await link.expectRefused(read, reason: 0x0C)
+            } else {
+                // Just works succeeded, so the link stays up and the peripheral's own answer
+                // reaches the app, as Core Bluetooth's `CBATTError.insufficientAuthentication`.
+                let error = try #require(read.error as? ATTError, "\(read.name) \(String(describing: read.error))")
+                #expect(error.code == .insufficientAuthentication, "\(error)")
+                #expect(link.peer.events("compare").isEmpty, "no comparison without a delegate")
+                let paired = link.peer.events("paired")
+                #expect(!paired.isEmpty, "bluetoothd paired just works: \(link.diagnostics())")
+                #expect(paired.allSatisfy { $0["authenticated"] as? Bool == false })
+            }
+        }
+    }
+}
+
+/// Our central on the Bumble-backed adapter, its agent bluetoothd's default, connected to
+/// `bumble_pairing_peripheral.py`, with no bonds before or after.
+struct PairingJudgeLink {
+    let manager: CentralManager
+    let recorder: FaultRecorder
+    let peripheral: Peripheral
+    let peer: ExampleProgram
+    let secret: Characteristic
+
+    /// Forgets every device, makes the link, runs `body`, ends the link and forgets every
+    /// device again (on every path: a bond left behind would encrypt a later test's link).
+    static func run(
+        _ arguments: [String], delegate: (any PairingAgentDelegate)?, _ body: (PairingJudgeLink) async throws -> Void
+    ) async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        var peer: ExampleProgram?
+        do {
+            let link = try await connect(arguments, delegate: delegate, started: { peer = $0 })
+            try await body(link)
+            link.manager.cancelPeripheralConnection(link.peripheral)
+            try await pollUntil("disconnected", timeout: .seconds(30), diagnostics: link.diagnostics) {
+                link.peripheral.state == .disconnected
+            }
+            // Bumble's host does not always hear the end of an encrypted link over the LocalLink
+            // (5.82: bluetoothd logged it, Bumble printed nothing): its run is not waited for.
+            _ = try? await link.peer.stop()
+            #expect(link.peer.events("error").isEmpty, "\(link.diagnostics())")
+            withExtendedLifetime(delegate) {}
+        } catch {
+            _ = try? await peer?.stop()
+            try? await ExamplePeripheral.forgetKnownDevices()
+            throw error
+        }
+        try await ExamplePeripheral.forgetKnownDevices()
+    }
+
+    private static func connect(
+        _ arguments: [String], delegate: (any PairingAgentDelegate)?, started: (ExampleProgram) -> Void
+    ) async throws -> PairingJudgeLink {
+        let adapter = try #require(BumblePeer.adapters.first)
+        let logStart = EndToEndScope.logSize()
+        let recorder = FaultRecorder()
+        let manager = CentralManager(
+            delegate: recorder, queue: recorder.queue,
+            options: CentralManagerOptions(adapter: adapter, requestsDefaultPairingAgent: true))
+        manager.pairingAgentDelegate = delegate
+        try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
+        // The kernel pairs with the IO capability of bluetoothd's default agent: ours, with the
+        // delegate's capability, before the link comes up.
+        try await waitUntil("our agent is registered", timeout: .seconds(30)) { manager.pairingAgent.isRegistered }
+        try await pollUntil("bluetoothd names our agent its default", timeout: .seconds(15)) {
+            DefaultAgentCheck.lines(from: logStart).last.map(DefaultAgentCheck.namesOurAgent) ?? false
+        }
+        #expect(manager.pairingAgent.ioCapability == delegate?.ioCapability ?? .noInputNoOutput)
+        manager.scanForPeripherals(withServices: [EndToEndTests.pairingJudgeService])
+        try await waitUntil("scanning") { manager.isScanning }
+        let peer = try BumblePeer.start("bumble_pairing_peripheral.py", arguments + ["--timeout", "200"])
+        started(peer)
+        // Python importing Bumble in the emulated guest takes seconds, more on a busy host.
+        try await peer.waitForEvents("advertising", timeout: .seconds(90))
+        try await pollUntil("found the peer", timeout: .seconds(60), diagnostics: peer.diagnostics) {
+            recorder.discovered != nil
+        }
+        manager.stopScan()
+        let peripheral = try #require(recorder.discovered)
+        peripheral.delegate = recorder
+        manager.connect(peripheral)
+        try await pollUntil("connected", timeout: .seconds(60), diagnostics: peer.diagnostics) {
+            peripheral.state == .connected
+        }
+        peripheral.discoverServices([EndToEndTests.pairingJudgeService])
+        try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
+        let service = try #require(peripheral.services?.first { $0.uuid == EndToEndTests.pairingJudgeService })
+        peripheral.discoverCharacteristics([EndToEndTests.pairingJudgeSecret], for: service)
+        try await waitUntil("characteristics", timeout: .seconds(30)) { recorder.count("characteristics") == 1 }
+        let secret = try #require(service.characteristics?.first { $0.uuid == EndToEndTests.pairingJudgeSecret })
+        #expect(peer.events("paired").isEmpty && peer.events("pairingFailed").isEmpty, "no pairing before the read")
+        return PairingJudgeLink(
+            manager: manager, recorder: recorder, peripheral: peripheral, peer: peer, secret: secret)
+    }
+
+    /// Reads the characteristic that needs an authenticated link.
+    func readSecret() { peripheral.readValue(for: secret) }
+
+    /// The read's `didUpdateValueFor`, once it came (the pairing in between).
+    func readOutcome() async throws -> FaultRecorder.Event {
+        try await pollUntil("the read's outcome", timeout: .seconds(90), diagnostics: diagnostics) {
+            recorder.count("value \(EndToEndTests.pairingJudgeSecret)") == 1
+        }
+        return try #require(recorder.first("value \(EndToEndTests.pairingJudgeSecret)"))
+    }
+
+    /// The read succeeded with Bumble's value, after a pairing Bumble's SMP calls authenticated.
+    func expectAuthenticatedRead(_ read: FaultRecorder.Event) throws {
+        #expect(read.error == nil, "\(String(describing: read.error)) \(diagnostics())")
+        #expect(secret.value == Data([0x4D]))
+        let paired = peer.events("paired")
+        #expect(paired.count == 1, "\(diagnostics())")
+        #expect(paired.first?["authenticated"] as? Bool == true && paired.first?["sc"] as? Bool == true)
+        #expect(peer.events("pairingFailed").isEmpty)
+        #expect(peer.events("read").last?["authenticated"] as? Bool == true)
+    }
+
+    /// The read failed, Bumble's SMP reports the pairing failed with `reason`, and the link
+    /// ended (bluetoothd disconnects after a failed pairing).
+    ///
+    /// The read's error should be ``BluetoothError/Code/pairingFailed`` (the Core Bluetooth
+    /// differences article, *Pairing agents*). bluetoothd 5.82 never answers the `ReadValue`:
+    /// the read, retried after the security change, waits in bluetoothd's queue when the link
+    /// ends, and is dropped with no reply, so the app hears about it only when the D-Bus call
+    /// times out (25 s), as ``BluetoothError/Code/connectionTimeout``.
+    func expectRefused(_ read: FaultRecorder.Event, reason: Int) async throws {
+        let error = try #require(read.error, "\(read.name)")
+        withKnownIssue("bluetoothd never answers a ReadValue whose pairing failed", isIntermittent: true) {
+            #expect((error as? BluetoothError)?.code == .pairingFailed, "\(error)")
+        }
+        #expect(!(error is ATTError) || (error as? ATTError)?.code == .insufficientAuthentication, "\(error)")
+        #expect(secret.value == nil)
+        try await pollUntil("the link ends", timeout: .seconds(30), diagnostics: diagnostics) {
+            recorder.count("disconnected") == 1
+        }
+        let failed = try await peer.waitForEvents("pairingFailed", timeout: .seconds(10))
+        #expect(failed.first?["reason"] as? Int == reason, "\(diagnostics())")
+        #expect(peer.events("paired").isEmpty)
+        #expect(peer.events("read").allSatisfy { $0["authenticated"] as? Bool == false })
+    }
+
+    func diagnostics() -> String { "app: \(recorder.events.map(\.name))\n\(peer.diagnostics())" }
+}
+
+/// A pairing delegate that records what bluetoothd asked, answers comparisons as told, and
+/// holds a passkey request until the test types the passkey.
+final class PairingRecorder: PairingAgentDelegate, @unchecked Sendable {
+    let ioCapability: IOCapability
+    let acceptsComparison: Bool
+    private struct State {
+        var requests: [String] = []
+        var peers: [PairingPeer] = []
+        var typing: (@Sendable (UInt32?) -> Void)?
+    }
+    private let state = Mutex(State())
+    var requests: [String] { state.withLock { $0.requests } }
+    var peers: [PairingPeer] { state.withLock { $0.peers } }
+
+    init(_ ioCapability: IOCapability, acceptsComparison: Bool = false) {
+        self.ioCapability = ioCapability
+        self.acceptsComparison = acceptsComparison
+    }
+
+    private func record(_ request: String, _ peer: PairingPeer?) {
+        state.withLock { state in
+            state.requests.append(request)
+            if let peer { state.peers.append(peer) }
+        }
+    }
+
+    /// Answers the open passkey request with `passkey`.
+    func typePasskey(_ passkey: UInt32) {
+        state.withLock { $0.typing.take() }?(passkey)
+    }
+
+    func pairingAgent(_ agent: PairingAgent, displayPasskey passkey: UInt32, entered: Int, for peer: PairingPeer) {
+        record("display \(passkey)", peer)
+    }
+    func pairingAgent(
+        _ agent: PairingAgent, confirmPasskey passkey: UInt32, for peer: PairingPeer,
+        completion: @escaping @Sendable (Bool) -> Void
+    ) {
+        record("confirm \(passkey)", peer)
+        completion(acceptsComparison)
+    }
+    func pairingAgent(
+        _ agent: PairingAgent, requestPasskeyFor peer: PairingPeer, completion: @escaping @Sendable (UInt32?) -> Void
+    ) {
+        state.withLock { $0.typing = completion }
+        record("passkey?", peer)
+    }
+    func pairingAgent(
+        _ agent: PairingAgent, authorizePairingWith peer: PairingPeer, completion: @escaping @Sendable (Bool) -> Void
+    ) {
+        record("authorize", peer)
+        completion(false)
+    }
+    func pairingAgentDidCancelRequest(_ agent: PairingAgent) { record("cancel", nil) }
+}

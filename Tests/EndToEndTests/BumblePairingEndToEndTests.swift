@@ -25,7 +25,7 @@ extension EndToEndTests {
     /// passkey, our delegate is asked for it once, about the peripheral being read, and answers
     /// what Bumble showed: the read succeeds and Bumble's keys are authenticated (LE Secure
     /// Connections). Typing a wrong passkey fails the pairing for both (SMP Confirm Value Failed,
-    /// 0x04): the read fails and the link ends (``PairingJudgeLink/expectRefused(_:reason:)``).
+    /// 0x04) and the read (``PairingJudgeLink/expectRefused(_:reason:)``).
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
         .timeLimit(.minutes(4)), arguments: [true, false])
@@ -58,8 +58,8 @@ extension EndToEndTests {
     /// Numeric comparison (both `DisplayYesNo`, LE Secure Connections): our delegate's
     /// confirmation carries the six-digit number Bumble shows. Accepting it pairs (Bumble's keys
     /// authenticated) and the read succeeds; refusing it fails the pairing (SMP Numeric
-    /// Comparison Failed, 0x0C, as Bumble hears it): the read fails and the link ends, as when a
-    /// Core Bluetooth user cancels the system's pairing alert.
+    /// Comparison Failed, 0x0C, as Bumble hears it) and the read, as when a Core Bluetooth user
+    /// cancels the system's pairing alert.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
         .timeLimit(.minutes(4)), arguments: [true, false])
@@ -82,7 +82,7 @@ extension EndToEndTests {
 
     /// The refusal defaults, on the real bluetoothd. A delegate that answers nothing (its
     /// protocol's defaults) refuses the numeric comparison its `DisplayYesNo` brings: Bumble's
-    /// pairing fails (0x0C), the read fails and the link ends. With no delegate
+    /// pairing fails (0x0C) and the read fails. With no delegate
     /// the agent is `NoInputNoOutput`: nothing is asked, the pairing can only be just works,
     /// which Bumble's SMP reports as unauthenticated keys, so the read that needs more is
     /// refused with the peripheral's `insufficientAuthentication`: nothing is silently
@@ -217,24 +217,24 @@ struct PairingJudgeLink {
         #expect(peer.events("read").last?["authenticated"] as? Bool == true)
     }
 
-    /// The read failed, Bumble's SMP reports the pairing failed with `reason`, and the link
-    /// ended (bluetoothd disconnects after a failed pairing).
+    /// The read failed, with no value, and Bumble's SMP reports the pairing failed with `reason`.
     ///
     /// The read's error should be ``BluetoothError/Code/pairingFailed`` (the Core Bluetooth
-    /// differences article, *Pairing agents*). bluetoothd 5.82 never answers the `ReadValue`:
-    /// the read, retried after the security change, waits in bluetoothd's queue when the link
-    /// ends, and is dropped with no reply, so the app hears about it only when the D-Bus call
-    /// times out (25 s), as ``BluetoothError/Code/connectionTimeout``.
+    /// differences article, *Pairing agents*; Core Bluetooth fails the read too). bluetoothd
+    /// 5.82 gets there two ways, neither of which BlueZKit reports as `pairingFailed` (seen
+    /// 2026-12-06): (a) the read, retried after the kernel was asked for security, finds the
+    /// ATT socket closed and fails at once with ATT 0x0E while `Connected` is still true, so
+    /// `CentralEngine.operationError(_:of:)` keeps `unlikelyError`; (b) after a refusal by
+    /// our own agent the link stays up and bluetoothd never answers the `ReadValue`, which ends
+    /// when the D-Bus call times out (25 s) as ``BluetoothError/Code/connectionTimeout``. Nor
+    /// does bluetoothd always end the link after a failed pairing (it did after a wrong
+    /// passkey, not after a refused comparison), so that is not asserted.
     func expectRefused(_ read: FaultRecorder.Event, reason: Int) async throws {
         let error = try #require(read.error, "\(read.name)")
-        withKnownIssue("bluetoothd never answers a ReadValue whose pairing failed", isIntermittent: true) {
+        withKnownIssue("a failed pairing reaches the app as 0x0E or a D-Bus timeout", isIntermittent: true) {
             #expect((error as? BluetoothError)?.code == .pairingFailed, "\(error)")
         }
-        #expect(!(error is ATTError) || (error as? ATTError)?.code == .insufficientAuthentication, "\(error)")
         #expect(secret.value == nil)
-        try await pollUntil("the link ends", timeout: .seconds(30), diagnostics: diagnostics) {
-            recorder.count("disconnected") == 1
-        }
         let failed = try await peer.waitForEvents("pairingFailed", timeout: .seconds(10))
         #expect(failed.first?["reason"] as? Int == reason, "\(diagnostics())")
         #expect(peer.events("paired").isEmpty)

@@ -82,11 +82,12 @@ extension EndToEndTests {
 
     /// The refusal defaults, on the real bluetoothd. A delegate that answers nothing (its
     /// protocol's defaults) refuses the numeric comparison its `DisplayYesNo` brings: Bumble's
-    /// pairing fails (0x0C) and the read fails. With no delegate
-    /// the agent is `NoInputNoOutput`: nothing is asked, the pairing can only be just works,
-    /// which Bumble's SMP reports as unauthenticated keys, so the read that needs more is
-    /// refused with the peripheral's `insufficientAuthentication`: nothing is silently
-    /// authenticated.
+    /// pairing fails (0x0C) and the read fails. With no delegate the agent is
+    /// `NoInputNoOutput`: nothing is asked, the pairing can only be just works, which Bumble's
+    /// SMP reports as unauthenticated keys, so the read that needs more fails: nothing is
+    /// silently authenticated. How it fails depends on bluetoothd: 5.82 and later retry the
+    /// read once and pass on the peripheral's `insufficientAuthentication`; 5.66 raises the
+    /// security again, to MITM, and the kernel refuses that pairing (SMP 0x03).
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
         .timeLimit(.minutes(4)), arguments: [true, false])
@@ -100,14 +101,27 @@ extension EndToEndTests {
             if hasDelegate {
                 #expect(link.peer.events("compare").count == 1, "\(link.diagnostics())")
                 try await link.expectRefused(read, reason: 0x0C)
-            } else {
-                // Just works succeeded, so the link stays up and the peripheral's own answer
-                // reaches the app, as Core Bluetooth's `CBATTError.insufficientAuthentication`.
+            } else if emulatedBlueZ(atLeast: "5.82") {
+                // Just works succeeded and bluetoothd retries a read once: the peripheral's own
+                // answer reaches the app, as Core Bluetooth's `CBATTError.insufficientAuthentication`.
                 let error = try #require(read.error as? ATTError, "\(read.name) \(String(describing: read.error))")
                 #expect(error.code == .insufficientAuthentication, "\(error)")
+                #expect(link.peer.events("pairingFailed").isEmpty)
+            } else {
+                // bluetoothd 5.66 raises the security a second time, to MITM, which the kernel
+                // refuses for a NoInputNoOutput agent (SMP Authentication Requirements, 0x03),
+                // and the read is never answered (see ``PairingJudgeLink/expectRefused(_:reason:)``).
+                let error = try #require(read.error, "\(read.name)")
+                withKnownIssue("a failed pairing reaches the app as 0x0E or a D-Bus timeout", isIntermittent: true) {
+                    #expect((error as? BluetoothError)?.code == .pairingFailed, "\(error)")
+                }
+                let failed = try await link.peer.waitForEvents("pairingFailed", timeout: .seconds(10))
+                #expect(failed.first?["reason"] as? Int == 0x03, "\(link.diagnostics())")
+            }
+            if !hasDelegate {
                 #expect(link.peer.events("compare").isEmpty, "no comparison without a delegate")
                 let paired = link.peer.events("paired")
-                #expect(!paired.isEmpty, "bluetoothd paired just works: \(link.diagnostics())")
+                #expect(paired.count == 1, "bluetoothd paired just works: \(link.diagnostics())")
                 #expect(paired.allSatisfy { $0["authenticated"] as? Bool == false })
             }
         }

@@ -27,6 +27,20 @@ import Testing
         #expect(fixture.delegate.offQueueCalls == 0)
     }
 
+    /// Core Bluetooth's `state` reads `.connecting` as soon as `connect` returns; the e2e tier
+    /// under load once read `.disconnected` there (the state followed the engine's event).
+    @Test func isConnectingAsSoonAsConnectReturns() async throws {
+        let fixture = try await CentralFixture.make()
+        let (_, peripheral) = try await Self.discoverSensor(fixture)
+        fixture.central.connect(peripheral)
+        #expect(peripheral.state == .connecting)
+        try await waitUntil("connected") { fixture.delegate.links == ["connected HRM connected"] }
+        fixture.central.connect(peripheral)
+        #expect(peripheral.state == .connected, "a second connect changes nothing")
+        fixture.central.cancelPeripheralConnection(peripheral)
+        try await waitUntil("disconnected") { peripheral.state == .disconnected }
+    }
+
     @Test func keepsRetryingThroughTransientFailures() async throws {
         let fixture = try await CentralFixture.make()
         let (sensor, peripheral) = try await Self.discoverSensor(fixture)

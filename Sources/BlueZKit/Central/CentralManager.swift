@@ -193,13 +193,15 @@ public final class CentralManager: @unchecked Sendable {
     /// set to true, a link that is lost is re-established by the manager (the iOS 17
     /// behaviour): the delegate's `didDisconnectPeripheral(_:timestamp:isReconnecting:error:)`
     /// says `isReconnecting`, the peripheral is `.connecting`, and `didConnect` follows. The
-    /// notification keys have no meaning on Linux. Ignored, with a log line, unless the state
-    /// is `.poweredOn`.
+    /// notification keys have no meaning on Linux. The peripheral's `state` is `.connecting`
+    /// when this returns (unless it was connected already). Ignored, with a log line, unless
+    /// the manager's state is `.poweredOn`.
     public func connect(_ peripheral: Peripheral, options: [String: Any]? = nil) {
         guard let engine = readyEngine(for: "connect") else { return }
         shared.withLock { state in
             if !state.linked.contains(peripheral) { state.linked.append(peripheral) }
         }
+        peripheral.markConnecting()
         engine.connect(
             peripheral, autoReconnect: options?.flag(CBConnectPeripheralOptionEnableAutoReconnect) ?? false)
         saveStateSoon()

@@ -145,6 +145,12 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
 
     func update(name: String?) { mutable.withLock { $0.name = name } }
     func update(state: PeripheralState) { mutable.withLock { $0.state = state } }
+    /// `.connecting` at once when the app asks to connect a disconnected peripheral: Core
+    /// Bluetooth's `state` reads `.connecting` right after `connect(_:options:)` returns. The
+    /// engine's `.connecting` event, on the delegate queue later, confirms it.
+    func markConnecting() {
+        mutable.withLock { if $0.state == .disconnected { $0.state = .connecting } }
+    }
 
     /// Whether `a` and `b` are the same object (identity, as Core Bluetooth's objects compare).
     public static func == (a: Peripheral, b: Peripheral) -> Bool { a === b }

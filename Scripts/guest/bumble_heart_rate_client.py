@@ -11,7 +11,8 @@ Run with the Bumble venv's python3 (BLUEZKIT_BUMBLE_PYTHON in the guest).
 Scans for an advertisement that lists the Heart Rate service (0x180D), connects, discovers the Heart Rate
 service with HeartRateServiceProxy, reads Body Sensor Location, subscribes to Heart Rate
 Measurement until N measurements came, writes "reset energy expended" (1) to the control point
-when there is one, and disconnects. Lines on standard output (JSON):
+when there is one (then reads the sensor location again, so that the unanswered Write Command
+has reached the peripheral), and disconnects. Lines on standard output (JSON):
   {"event":"scanning"}
   {"event":"found","address":ADDRESS}
   {"event":"connected"}
@@ -66,6 +67,11 @@ def main():
         if heart_rate.heart_rate_control_point is not None:
             await heart_rate.reset_energy_expended()
             emit("controlPoint", written=1)
+            # Bumble's profile sends a Write Command, which nothing answers: a link ended at once
+            # can lose it (a loaded guest did: bluetoothd never logged it). A read after it is
+            # answered only once the peripheral has taken the command, as ATT serves in order.
+            if heart_rate.body_sensor_location is not None:
+                await heart_rate.body_sensor_location.read_value()
         await connection.disconnect()
         emit("disconnected")
 

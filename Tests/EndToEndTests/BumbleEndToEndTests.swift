@@ -52,7 +52,8 @@ extension EndToEndTests {
     /// Bumble cannot decode or refuses is its error and fails the run.
     ///
     /// This judge found a bluetoothd crash: 2 of 2 runs on 5.87, once on 5.82 (2026-12-06).
-    /// Bumble's client writes the control point with a Write Command and drops the link at once;
+    /// Bumble's client writes the control point with a Write Command and drops the link soon
+    /// after (at once, until a loaded guest lost the command: it now reads once more first);
     /// bluetoothd, which waits for our `WriteValue` answer because the characteristic has no
     /// write-without-response property, logs "Pending write was canceled when object got
     /// removed" as our answer arrives, and dies while handling our `UnregisterApplication` as

@@ -191,14 +191,7 @@ struct PairingJudgeLink {
         try await waitUntil("scanning") { manager.isScanning }
         let peer = try BumblePeer.start("bumble_pairing_peripheral.py", arguments + ["--timeout", "200"])
         started(peer)
-        // Python importing Bumble in the emulated guest takes seconds, more on a busy host.
-        try await peer.waitForEvents("advertising", timeout: .seconds(90))
-        try await pollUntil("found the peer", timeout: .seconds(60), diagnostics: peer.diagnostics) {
-            recorder.discovered != nil
-        }
-        manager.stopScan()
-        let peripheral = try #require(recorder.discovered)
-        peripheral.delegate = recorder
+        let peripheral = try await recorder.found(peer, scanningWith: manager)
         manager.connect(peripheral)
         try await pollUntil("connected", timeout: .seconds(60), diagnostics: peer.diagnostics) {
             peripheral.state == .connected

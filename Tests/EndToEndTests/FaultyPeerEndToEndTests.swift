@@ -165,13 +165,7 @@ extension EndToEndTests {
         manager.scanForPeripherals(withServices: [Self.faultyService])
         try await waitUntil("scanning") { manager.isScanning }
         let peer = try BumblePeer.start("bumble_discovery_dropper.py", ["--timeout", "200"])
-        try await peer.waitForEvents("advertising", timeout: .seconds(90))
-        try await pollUntil("found the peer", timeout: .seconds(60), diagnostics: peer.diagnostics) {
-            recorder.discovered != nil
-        }
-        manager.stopScan()
-        let peripheral = try #require(recorder.discovered)
-        peripheral.delegate = recorder
+        let peripheral = try await recorder.found(peer, scanningWith: manager)
         defer { manager.cancelPeripheralConnection(peripheral) }
         let diagnostics = { "app: \(recorder.events.map(\.name))\n\(peer.diagnostics())" }
         manager.connect(peripheral)
@@ -222,14 +216,7 @@ struct FaultyPeerLink {
         manager.scanForPeripherals(withServices: [EndToEndTests.faultyService])
         try await waitUntil("scanning") { manager.isScanning }
         let peer = try BumblePeer.start(script, arguments + ["--timeout", "280"])
-        // Python importing Bumble in the emulated guest takes seconds, more on a busy host.
-        try await peer.waitForEvents("advertising", timeout: .seconds(90))
-        try await pollUntil("found the peer", timeout: .seconds(60), diagnostics: peer.diagnostics) {
-            recorder.discovered != nil
-        }
-        manager.stopScan()
-        let peripheral = try #require(recorder.discovered)
-        peripheral.delegate = recorder
+        let peripheral = try await recorder.found(peer, scanningWith: manager)
         manager.connect(peripheral)
         try await pollUntil("connected", timeout: .seconds(60), diagnostics: peer.diagnostics) {
             peripheral.state == .connected
@@ -258,6 +245,23 @@ struct FaultyPeerLink {
 }
 
 /// The central's and the peripheral's delegate at once: every callback, in order, with its error.
+extension FaultRecorder {
+    /// Waits until the Bumble `peer` advertises and this recorder has discovered it (through
+    /// `manager`'s scan), stops the scan, and returns the peripheral with this recorder as its
+    /// delegate.
+    func found(_ peer: ExampleProgram, scanningWith manager: CentralManager) async throws -> Peripheral {
+        // Python importing Bumble in the emulated guest takes seconds, more on a busy host.
+        try await peer.waitForEvents("advertising", timeout: .seconds(90))
+        try await pollUntil("found the peer", timeout: .seconds(60), diagnostics: peer.diagnostics) {
+            discovered != nil
+        }
+        manager.stopScan()
+        let peripheral = try #require(discovered)
+        peripheral.delegate = self
+        return peripheral
+    }
+}
+
 final class FaultRecorder: CentralManagerDelegate, PeripheralDelegate, @unchecked Sendable {
     let queue = DispatchQueue(label: "e2e.faulty")
     struct Event: @unchecked Sendable {

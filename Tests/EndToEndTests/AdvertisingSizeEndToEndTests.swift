@@ -9,7 +9,7 @@ import Testing
 extension EndToEndTests {
     static let advertisedService = BluetoothUUID(string: "5A1E00AD-B1E2-4C00-9E00-000000000001")
 
-    @Test(.timeLimit(.minutes(3))) func theLongestAdvertisementReachesACentralWithItsFullName() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func theLongestAdvertisementReachesACentralWithItsFullName() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = E2EPeripheralManagerDelegate()
         let manager = PeripheralManager(

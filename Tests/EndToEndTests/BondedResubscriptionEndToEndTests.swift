@@ -17,7 +17,7 @@ extension EndToEndTests {
     /// application is not asked again: the manager reports the central subscribed again itself
     /// when its link is back and, on 5.79 and later (one socket per central), sends its values as
     /// `PropertiesChanged`, which bluetoothd sends to every device whose CCC is set.
-    @Test(.timeLimit(.minutes(4)), .asksForDefaultAgent)
+    @Test(.loadScaledTimeLimit(minutes: 4), .asksForDefaultAgent)
     func aBondedCentralGetsNotificationsAfterItsLinkDropped() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let hci0 = try await BluetoothctlSession.address(of: "hci0")

@@ -21,7 +21,7 @@ extension EndToEndTests {
     /// peripheral identifier), the state returns to ``ManagerState/poweredOn`` and the pending
     /// request completes with `didConnect` once the peripheral advertises again: the same
     /// promise as for an adapter power cycle (`aRequestMadeAsTheCentralsAdapterPowersOffCompletesWhenItIsBack`).
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(5)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 5))
     func removingTheCentralsAdapterEndsTheLinkAndItsReturnCompletesTheRequest() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

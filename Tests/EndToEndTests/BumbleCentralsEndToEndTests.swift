@@ -19,7 +19,7 @@ extension EndToEndTests {
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable),
         .enabled(if: emulatedBlueZ(atLeast: "5.82"), "per-central values need bluetoothd 5.82 or newer"),
-        .timeLimit(.minutes(5)))
+        .loadScaledTimeLimit(minutes: 5))
     func threeBumbleCentralsGetWhatWasSentToEach() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

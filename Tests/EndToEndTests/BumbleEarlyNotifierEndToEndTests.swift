@@ -17,7 +17,7 @@ extension EndToEndTests {
     /// src/shared/gatt-client.c), and its `Value` change comes before `StartNotify`'s answer. So
     /// the app hears `didUpdateValueFor` (2A) and `didUpdateNotificationStateFor` (notifying,
     /// no error), the value first.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func aValueNotifiedBeforeTheCCCWriteResponseReachesTheApp() async throws {
         let link = try await FaultyPeerLink.connect(
             "bumble_early_notifier.py", [], usesNotifySockets: false)
@@ -41,7 +41,7 @@ extension EndToEndTests {
     /// `if (!chrc->notify_io || !chrc->notify_io->io) return;`, lines 1519–1521 of 5.82 and 5.87,
     /// 1466–1468 of 5.66), before BlueZKit has a socket to read. Core Bluetooth would deliver it:
     /// a known issue of that path, one reason `StartNotify` is the default.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func aValueNotifiedBeforeTheCCCWriteResponseIsLostOnTheNotifySocketPath() async throws {
         let link = try await FaultyPeerLink.connect(
             "bumble_early_notifier.py", [], usesNotifySockets: true)

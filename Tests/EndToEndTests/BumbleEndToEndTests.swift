@@ -12,7 +12,7 @@ extension EndToEndTests {
     /// finds the sensor, reads Bumble's Body Sensor Location (Wrist, 2: not the Chest our own
     /// examples use) and gets exactly the measurements Bumble sent, in order, a 16-bit rate, the
     /// energy expended and the RR interval included.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(3)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 3))
     func ourCentralAgainstBumblesHeartRateSensor() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)
@@ -62,7 +62,7 @@ extension EndToEndTests {
     /// known issue, any other a failure, and everything our peripheral did is checked as before.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .pendingWriteUseAfterFree,
-        .timeLimit(.minutes(3)))
+        .loadScaledTimeLimit(minutes: 3))
     func bumblesHeartRateClientAgainstOurPeripheral() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

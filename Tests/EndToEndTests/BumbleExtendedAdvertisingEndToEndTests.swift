@@ -24,7 +24,7 @@ extension EndToEndTests {
     /// company (31 − 4, a legacy advertisement's room), so `Device1.ManufacturerData` never
     /// appears; the name and the service still arrive. Later bluetoothd sizes that check by the
     /// advertisement's own maximum (the version between 5.66 and 5.82 is not known here).
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(3)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 3))
     func ourCentralGetsBumblesExtendedAdvertisementWhole() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

@@ -22,7 +22,7 @@ extension EndToEndTests {
     /// reaches the delegate with that offset; it answers ``ATTError/Code/invalidOffset`` and
     /// Bumble gets ATT's Invalid Offset (0x07). Bumble's long write of 300 bytes (17 Prepare
     /// Writes of 18 bytes, then Execute Write) reaches the delegate whole.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func bumbleReadsAndWritesLongValuesOfOurPeripheral() async throws {
         let (manager, server, _) = try await Self.publishLongAttributeService()
         defer {
@@ -59,7 +59,7 @@ extension EndToEndTests {
     /// well). `updateValue` sends a value of that length (at most 512) whole, and refuses (returns
     /// `false`, sends nothing) one byte more, as Core Bluetooth does.
     @Test(
-        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4),
         arguments: [23, 517])
     func ourUpdatesFollowTheMTUABumbleCentralNegotiated(mtu: Int) async throws {
         let (manager, server, notify) = try await Self.publishLongAttributeService()

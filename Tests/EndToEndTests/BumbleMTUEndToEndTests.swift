@@ -21,7 +21,7 @@ extension EndToEndTests {
     /// `WriteValue` while that socket is held (`NotPermitted`, "Write acquired") and BlueZKit
     /// neither releases the socket nor retries.
     @Test(
-        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4),
         arguments: [23, 517])
     func ourWritesFollowTheMTUOfABumbleServer(mtu: Int) async throws {
         try await ExamplePeripheral.forgetKnownDevices()

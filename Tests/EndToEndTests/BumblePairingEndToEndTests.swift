@@ -28,7 +28,7 @@ extension EndToEndTests {
     /// 0x04) and the read (``PairingJudgeLink/expectRefused(_:reason:)``).
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
-        .timeLimit(.minutes(4)), arguments: [true, false])
+        .loadScaledTimeLimit(minutes: 4), arguments: [true, false])
     func passkeyEntryWithThePasskeyBumbleShows(typedRight: Bool) async throws {
         let delegate = PairingRecorder(.keyboardOnly)
         try await PairingJudgeLink.run(["--io", "display-only"], delegate: delegate) { link in
@@ -62,7 +62,7 @@ extension EndToEndTests {
     /// cancels the system's pairing alert.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
-        .timeLimit(.minutes(4)), arguments: [true, false])
+        .loadScaledTimeLimit(minutes: 4), arguments: [true, false])
     func numericComparisonWithTheNumberBumbleShows(accepts: Bool) async throws {
         let delegate = PairingRecorder(.displayYesNo, acceptsComparison: accepts)
         try await PairingJudgeLink.run(["--io", "display-yes-no"], delegate: delegate) { link in
@@ -90,7 +90,7 @@ extension EndToEndTests {
     /// security again, to MITM, and the kernel refuses that pairing (SMP 0x03).
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
-        .timeLimit(.minutes(4)), arguments: [true, false])
+        .loadScaledTimeLimit(minutes: 4), arguments: [true, false])
     func withoutAnAnswerAnAuthenticatedPairingIsRefused(hasDelegate: Bool) async throws {
         let idle = IdlePairingDelegate()
         try await PairingJudgeLink.run(["--io", "display-yes-no"], delegate: hasDelegate ? idle : nil) { link in

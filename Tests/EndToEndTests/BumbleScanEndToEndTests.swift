@@ -37,7 +37,7 @@ extension EndToEndTests {
     /// discovery (`device_set_rssi_with_delta(dev, rssi, 0)`, `src/adapter.c`; every scan of ours
     /// sets a filter) and, once any client asks for duplicates, the manufacturer data too: the
     /// central without duplicates gets a signal per report and has to keep its rule itself.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func bumblesTxPowerAndEachChangeOfItsAdvertisementReachOurCentralOnce() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)
@@ -127,7 +127,7 @@ extension EndToEndTests {
     /// (`is_filter_match`, 5.66 to 5.87) admits every RSSI when no `Pathloss` is given; the
     /// kernel filters by the lowest threshold only when every client has one; so once another
     /// client scans, the threshold holds because the central checks it itself.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(5)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 5))
     func ourCentralsPatternAndRSSIThresholdFilterBumbleAdvertisers() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

@@ -18,7 +18,7 @@ extension EndToEndTests {
     /// `peripheral(_:didModifyServices:)` with nothing invalidated (a service was only added), the
     /// first service stays usable, and a new `discoverServices` finds the added one, whose
     /// characteristic reads Bumble's value (09).
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func ourCentralHearsBumbleAddAService() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

@@ -16,7 +16,7 @@ extension EndToEndTests {
     /// the next. Our peripheral echoes every message exactly, the long one in TX notifications
     /// of 20 bytes (`maximumUpdateValueLength` at MTU 23), and counts as many bytes echoed as
     /// received.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func bumblesUARTClientAgainstOurBridgesPeripheral() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)
@@ -65,7 +65,7 @@ extension EndToEndTests {
     /// pattern at their offsets, each once. (The bridge's central writes only without response:
     /// no single write of it is longer than one ATT payload.)
     @Test(
-        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4),
         arguments: [23, 517])
     func ourBridgesCentralAgainstABumbleUARTEchoServer(mtu: Int) async throws {
         try await ExamplePeripheral.forgetKnownDevices()

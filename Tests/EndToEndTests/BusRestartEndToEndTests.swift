@@ -10,7 +10,7 @@ import Testing
 /// is killed (bluetoothd exits with it, as it does when it loses the bus) and both are started
 /// again. The programs must notice, connect to the new bus by themselves and carry on.
 extension EndToEndTests {
-    @Test(.timeLimit(.minutes(4))) func valuesFlowAgainAfterTheSystemBusRestarts() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func valuesFlowAgainAfterTheSystemBusRestarts() async throws {
         let state = try Self.stateDirectory()
         let (central, peripheral) = try await Self.startExamples(state: state)
         let before = central.events("heartRate").count

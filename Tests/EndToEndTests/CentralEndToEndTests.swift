@@ -12,7 +12,7 @@ let insideEmulatedBlueZ = ProcessInfo.processInfo.environment["BLUEZKIT_E2E"] ==
     .enabled(if: insideEmulatedBlueZ, "needs the real bluetoothd: run Scripts/test-e2e"), .serialized,
     .endToEndScope, .endToEndFailures)
 struct EndToEndTests {
-    @Test(.timeLimit(.minutes(3))) func ourCentralAgainstBlueZsExampleGattServer() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func ourCentralAgainstBlueZsExampleGattServer() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peripheral = try ExamplePeripheral()
         defer { peripheral.stop() }

@@ -6,7 +6,7 @@ import Testing
 /// judge of what the simulator (ConformanceSimulatorTests in BlueZKitTests) must do. hci0 is under
 /// test; hci1 is the peer. In the serialized end-to-end suite.
 extension EndToEndTests {
-    @Test(.timeLimit(.minutes(4))) func conformanceDiscoveryOfAConnectableAdvertiser() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceDiscoveryOfAConnectableAdvertiser() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()
         try await withPeer(peer) {
@@ -14,7 +14,7 @@ extension EndToEndTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(4))) func conformanceDiscoveryOfABroadcaster() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceDiscoveryOfABroadcaster() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()
         try await withPeer(peer) {
@@ -23,25 +23,25 @@ extension EndToEndTests {
     }
 
     /// The kernel gives up an LE connection after about 40 s: a generous limit.
-    @Test(.timeLimit(.minutes(4))) func conformanceConnectToASilentDevice() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceConnectToASilentDevice() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()
         try await withPeer(peer) { try await DeviceConformance.run(GuestBluetoothd.underTest(), peer: peer) }
     }
 
-    @Test(.timeLimit(.minutes(4))) func conformanceFirstServiceDiscovery() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceFirstServiceDiscovery() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()
         try await withPeer(peer) { try await GATTConformance.run(GuestBluetoothd.underTest(), peer: peer) }
     }
 
-    @Test(.timeLimit(.minutes(4))) func conformanceUnbondedSubscriptionAcrossALinkLoss() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceUnbondedSubscriptionAcrossALinkLoss() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()
         try await withPeer(peer) { try await CCCConformance.runUnbonded(GuestBluetoothd.underTest(), peer: peer) }
     }
 
-    @Test(.timeLimit(.minutes(4))) func conformanceBondedSubscriptionAcrossALinkLoss() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceBondedSubscriptionAcrossALinkLoss() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         try await PairingTools.withoutBonds {
             let peer = try GuestConformancePeer()
@@ -49,7 +49,7 @@ extension EndToEndTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(2))) func conformanceDefaultAgent() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 2)) func conformanceDefaultAgent() async throws {
         try await AgentConformance.run(GuestBluetoothd.underTest())
     }
 

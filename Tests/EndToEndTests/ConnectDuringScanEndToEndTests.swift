@@ -9,7 +9,7 @@ extension EndToEndTests {
     /// Bluetooth. Without the pause of our discovery the kernel keeps the connection pending
     /// until the discovery's 10.24 s window ends (hci0 already reported hci1 when the scan began
     /// and, filtering duplicates, reports it again only in the scan that follows).
-    @Test(.timeLimit(.minutes(3))) func connectingDuringAScanIsAboutAsFastAsAfterStoppingIt() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func connectingDuringAScanIsAboutAsFastAsAfterStoppingIt() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peripheral = try ExamplePeripheral()
         defer { peripheral.stop() }

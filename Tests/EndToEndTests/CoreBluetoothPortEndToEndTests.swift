@@ -13,7 +13,7 @@ extension EndToEndTests {
     /// heart-rate monitor (Swift 6 language mode) on hci0 against the port's heart-rate sensor
     /// (Swift 5 language mode) on hci1, through the real bluetoothd. Their objects are touched on
     /// their managers' queues only.
-    @Test(.timeLimit(.minutes(3))) func portedCoreBluetoothCodeTalksThroughBluetoothd() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func portedCoreBluetoothCodeTalksThroughBluetoothd() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let sensorQueue = DispatchQueue(label: "e2e.port.sensor")
         let sensor = CoreBluetoothPortSwift5.HeartRateSensor(

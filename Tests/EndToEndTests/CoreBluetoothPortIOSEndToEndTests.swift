@@ -8,7 +8,7 @@ extension EndToEndTests {
     /// built as a program in each language mode), on the default adapter (hci0), against
     /// heart-rate-peripheral on hci1 through the real bluetoothd: it connects while its scan
     /// runs, reads the location, subscribes, collects readings and follows the RSSI with a Timer.
-    @Test(.timeLimit(.minutes(4)), arguments: ["CoreBluetoothPortIOS", "CoreBluetoothPortIOSSwift5"])
+    @Test(.loadScaledTimeLimit(minutes: 4), arguments: ["CoreBluetoothPortIOS", "CoreBluetoothPortIOSSwift5"])
     func iOSStylePortAgainstTheExamplePeripheral(_ program: String) async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peripheral = try ExampleProgram(

@@ -3,7 +3,7 @@ import Testing
 /// The failure report's crash summary (``EndToEndScope/crashSummary(_:)``), on the shape of a
 /// Swift crash report: it must name the crash and show the crashed thread's frames, which the
 /// report's last lines (other threads, registers, images) leave out. Runs with the guest tier.
-@Suite(.timeLimit(.minutes(1))) struct CrashSummaryEndToEndTests {
+@Suite(.loadScaledTimeLimit(minutes: 1)) struct CrashSummaryEndToEndTests {
     static let report = """
         some output
         *** Signal 11: Backtracing from 0x7f004bf7925e... done ***

@@ -13,7 +13,7 @@ extension EndToEndTests {
     /// bluetoothd's own log judges: the two example programs and managers with the default
     /// options (one with a pairing delegate) make no BlueZKit agent the default; a manager that
     /// asks is the only one bluetoothd names, and it gives the default back when it goes.
-    @Test(.timeLimit(.minutes(3)), .asksForDefaultAgent) func noBlueZKitAgentIsTheDefaultUnlessItsAppAsked()
+    @Test(.loadScaledTimeLimit(minutes: 3), .asksForDefaultAgent) func noBlueZKitAgentIsTheDefaultUnlessItsAppAsked()
         async throws
     {
         try await ExamplePeripheral.forgetKnownDevices()

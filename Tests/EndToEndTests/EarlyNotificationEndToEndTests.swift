@@ -18,7 +18,7 @@ extension EndToEndTests {
     /// this value leaves after the write response; a value sent *before* it (possible for other
     /// peripherals) would still be dropped on the socket path of bluetoothd 5.66 and 5.82
     /// (`notify_io_cb`: "Drop notification if the sock is not ready").
-    @Test(.timeLimit(.minutes(3)), arguments: [false, true])
+    @Test(.loadScaledTimeLimit(minutes: 3), arguments: [false, true])
     func theFirstValueAfterSubscribingReachesTheApp(usesNotifySockets: Bool) async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = EarlyNotifier()

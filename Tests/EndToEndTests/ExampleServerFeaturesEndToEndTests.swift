@@ -18,7 +18,7 @@ extension EndToEndTests {
     /// Extended Properties that bluetoothd adds for `writable-auxiliaries`. A second manager,
     /// which never connected, retrieves the connected peripheral by its service, as Core
     /// Bluetooth's does for a peripheral another app connected.
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.loadScaledTimeLimit(minutes: 3))
     func descriptorsAndConnectedPeripheralsThroughTheRealBluetoothd() async throws {
         let delegate = E2ECentralDelegate()
         let examples = try ExamplePeripheral()
@@ -86,7 +86,7 @@ extension EndToEndTests {
     /// with `didDisconnectPeripheral` and a nil error, as Core Bluetooth does; when the
     /// peripheral advertises again, nothing connects to it (our scan sees it come back first,
     /// and the link stays down).
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.loadScaledTimeLimit(minutes: 3))
     func aCancelledPendingConnectionNeverCompletes() async throws {
         let delegate = E2ECentralDelegate()
         let server = try ExamplePeripheral()
@@ -138,7 +138,7 @@ extension EndToEndTests {
     /// central); the delegate hears the disconnection with `isReconnecting` true and a
     /// `peripheralDisconnected` error, and `didConnect` again once the examples, advertising
     /// again, take the new link, on which a read works; a cancel then ends it for good.
-    @Test(.timeLimit(.minutes(4)))
+    @Test(.loadScaledTimeLimit(minutes: 4))
     func autoReconnectBringsTheLinkBack() async throws {
         let delegate = ReconnectRecorder()
         let examples = try ExamplePeripheral()
@@ -175,7 +175,7 @@ extension EndToEndTests {
     /// path. (Removing the central's adapter is left to the simulator: btvirt's controllers go
     /// only with btvirt, which every later test needs.) bluetoothd 5.66 once exited here, after
     /// the test's own checks had passed (``KnownBluetoothdCrash/serverReadFailedAsTheLinkDropped``).
-    @Test(.timeLimit(.minutes(4)), .serverReadFailedAsTheLinkDropped)
+    @Test(.loadScaledTimeLimit(minutes: 4), .serverReadFailedAsTheLinkDropped)
     func aRequestMadeAsTheCentralsAdapterPowersOffCompletesWhenItIsBack() async throws {
         let delegate = ReconnectRecorder(connectsAgain: true)
         let examples = try ExamplePeripheral()

@@ -6,7 +6,7 @@ import Testing
 /// In the serialized end-to-end suite: every test uses hci0 and hci1.
 extension EndToEndTests {
     /// heart-rate-central on hci0 against heart-rate-peripheral on hci1: readings flow.
-    @Test(.timeLimit(.minutes(3))) func exampleCentralAgainstExamplePeripheral() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func exampleCentralAgainstExamplePeripheral() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let central = try ExampleProgram(
             "heart-rate-central", ["--json", "--adapter", "hci0", "--name", "E2E HRM", "--count", "3"],
@@ -30,7 +30,7 @@ extension EndToEndTests {
     }
 
     /// heart-rate-central against BlueZ's own example-gatt-server + example-advertisement.
-    @Test(.timeLimit(.minutes(3))) func exampleCentralAgainstBlueZsExampleGattServer() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func exampleCentralAgainstBlueZsExampleGattServer() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = try ExamplePeripheral()
         defer { server.stop() }
@@ -53,7 +53,7 @@ extension EndToEndTests {
     }
 
     /// heart-rate-peripheral on hci1, read, subscribed and written by bluetoothctl on hci0.
-    @Test(.timeLimit(.minutes(3))) func examplePeripheralAgainstBluetoothctl() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func examplePeripheralAgainstBluetoothctl() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let hci0 = try await BluetoothctlSession.address(of: "hci0")
         let hci1 = try await BluetoothctlSession.address(of: "hci1")

@@ -20,7 +20,7 @@ extension EndToEndTests {
     /// with the code (`create_gatt_dbus_error`: NotPermitted "Write not permitted", or Failed
     /// "… ATT error: 0x80").
     @Test(
-        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4),
         arguments: [UInt8(0x03), 0x80])
     func aRefusedSubscriptionReportsTheATTError(code: UInt8) async throws {
         try await refusedSubscription(code: code, usesNotifySockets: false)
@@ -35,7 +35,7 @@ extension EndToEndTests {
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable),
         .enabled(if: emulatedBlueZ(atLeast: "5.84"), "bluetoothd before 5.84 never answers the AcquireNotify"),
-        .timeLimit(.minutes(4)))
+        .loadScaledTimeLimit(minutes: 4))
     func aRefusedSubscriptionThroughANotifySocketReportsTheATTError() async throws {
         try await refusedSubscription(code: 0x03, usesNotifySockets: true)
     }
@@ -69,7 +69,7 @@ extension EndToEndTests {
     /// cancels the connection (5.82, 2026-12-06: the link was still up 2 minutes later).
     /// Recorded as a known issue; what the test holds to is that a later read fails at once and
     /// that cancelling ends the link.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(5)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 5))
     func aReadNeverAnsweredFailsAndNothingHangs() async throws {
         let link = try await FaultyPeerLink.connect("bumble_silent_reader.py", [])
         defer { link.disconnect() }
@@ -123,7 +123,7 @@ extension EndToEndTests {
     /// `Device1.Disconnected` signal, which bluetoothd sends from 5.84 on: before, every loss of
     /// the link is `peripheralDisconnected`, a timeout too.
     @Test(
-        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)),
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4),
         arguments: [UInt8(0x13), 0x08])
     func aRemoteDisconnectionCarriesItsReason(reason: UInt8) async throws {
         let link = try await FaultyPeerLink.connect("bumble_disconnector.py", ["--reason", "\(reason)"])
@@ -154,7 +154,7 @@ extension EndToEndTests {
     /// either hears `didConnect` and then `didDisconnectPeripheral` with an error, or
     /// `didFailToConnect` with an error; never a `didDiscoverServices` without an error (a half
     /// database reported as the peripheral's), and nothing waits forever.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func aLinkDroppedDuringDiscoveryNeverReportsServices() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

@@ -9,7 +9,9 @@ extension EndToEndTests {
     /// discoverable bit (hci1 is not discoverable): on these LE-only controllers bluetoothd 5.67
     /// and later take a filter of `Transport: le` alone for a regular discovery, which drops
     /// such advertisers; BlueZKit's empty `Pattern` keeps the discovery filtered.
-    @Test(.timeLimit(.minutes(3))) func aScanForAnyPeripheralFindsAnAdvertiserWithoutADiscoverableFlag() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func aScanForAnyPeripheralFindsAnAdvertiserWithoutADiscoverableFlag()
+        async throws
+    {
         try await ExamplePeripheral.forgetKnownDevices()
         let peripheral = try ExamplePeripheral()
         defer { peripheral.stop() }

@@ -13,7 +13,7 @@ extension EndToEndTests {
     /// Our peripheral on hci1 publishes a primary service that includes a secondary one (added
     /// first, on its own); our central on hci0 finds the secondary one through
     /// `discoverIncludedServices` and reads its characteristic, answered by our delegate.
-    @Test(.timeLimit(.minutes(3))) func includedServicesThroughTheRealBluetoothd() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func includedServicesThroughTheRealBluetoothd() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = IncludedServicesServer()
         let manager = PeripheralManager(

@@ -9,7 +9,7 @@ extension EndToEndTests {
     /// this test writes the line a known crash leaves in bluetoothd's log, kills bluetoothd, and
     /// then records an issue. It passes with known issues only if the harness tells the crash
     /// and what followed from it apart; the scope starts bluetoothd again for the next test.
-    @Test(.timeLimit(.minutes(2)), .killedOnPurposeByTheHarnessCheck)
+    @Test(.loadScaledTimeLimit(minutes: 2), .killedOnPurposeByTheHarnessCheck)
     func whatATestRecordsAfterAKnownBluetoothdCrashIsAKnownIssue() async throws {
         let (pid, _) = try #require(Bluetoothd.running())
         let log = try #require(FileHandle(forWritingAtPath: EndToEndScope.bluetoothdLog))

@@ -11,7 +11,7 @@ extension EndToEndTests {
     /// Our peripheral on hci1 publishes an L2CAP channel and its PSM in Apple's PSM
     /// characteristic; our central on hci0 reads the PSM, opens the channel and data goes both
     /// ways intact, through the kernel's LE credit-based channels beside the real bluetoothd.
-    @Test(.timeLimit(.minutes(3))) func ourL2CAPChannelCarriesDataBothWays() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func ourL2CAPChannelCarriesDataBothWays() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let link = try await L2CAPLink.open(encrypted: false)
         let (manager, server, centralManager, sensor) = (link.manager, link.server, link.centralManager, link.sensor)
@@ -61,7 +61,7 @@ extension EndToEndTests {
     /// The same job with the async calls only: publish, add, advertise, connect, discover, read
     /// the PSM, open; the peripheral takes the channel from its stream; unpublish and disconnect
     /// return once done.
-    @Test(.timeLimit(.minutes(3))) func theAsyncCallsPublishOpenAndTearDownAChannel() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func theAsyncCallsPublishOpenAndTearDownAChannel() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = L2CAPManagerRecorder()
         let manager = PeripheralManager(
@@ -119,7 +119,8 @@ extension EndToEndTests {
     /// A channel published with encryption: the kernel refuses the unencrypted central, which
     /// then encrypts the link (bluetoothd pairs, Just Works through both managers' agents) and
     /// retries; the channel opens and carries data.
-    @Test(.timeLimit(.minutes(3)), .asksForDefaultAgent) func anEncryptedL2CAPChannelPairsFirst() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3), .asksForDefaultAgent) func anEncryptedL2CAPChannelPairsFirst() async throws
+    {
         try await ExamplePeripheral.forgetKnownDevices()
         try await PairingTools.removeDevices(on: "hci0")
         try await PairingTools.removeDevices(on: "hci1")

@@ -15,7 +15,9 @@ extension EndToEndTests {
     /// the central and incoming on the peripheral, so bluetoothd asks its *default* agent on
     /// both sides: both managers ask to be it (`requestsDefaultPairingAgent`), which is no
     /// longer the default.
-    @Test(.timeLimit(.minutes(3)), .asksForDefaultAgent) func readingAnEncryptedCharacteristicPairs() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3), .asksForDefaultAgent) func readingAnEncryptedCharacteristicPairs()
+        async throws
+    {
         // No keys from earlier tests on either side: the pairing must happen here.
         try await ExamplePeripheral.forgetKnownDevices()
         let hci0 = try await BluetoothctlSession.address(of: "hci0")

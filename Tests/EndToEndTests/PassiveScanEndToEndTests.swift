@@ -29,7 +29,7 @@ extension EndToEndTests {
 
     /// Our central on hci0 scans passively (AdvertisementMonitor1, bluetoothd's `-E`) for our
     /// peripheral on hci1; a second central with a pattern that does not match does not find it.
-    @Test(.timeLimit(.minutes(3))) func ourPassiveCentralFindsOnlyMatchingAdvertisements() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func ourPassiveCentralFindsOnlyMatchingAdvertisements() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let matching = PassiveRecorder()
         let missing = PassiveRecorder()
@@ -103,7 +103,7 @@ extension EndToEndTests {
     /// and 5.82 create it only with the experimental flag, `src/adapter.c`), and a passive scan
     /// throws ``BluetoothError/Code/advertisementMonitorUnavailable`` naming the flag, with
     /// nothing scanning; bluetoothd is started again with its own command line after.
-    @Test(.timeLimit(.minutes(3))) func withoutExperimentalAPassiveScanNamesTheMissingFlag() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func withoutExperimentalAPassiveScanNamesTheMissingFlag() async throws {
         let original = try #require(Bluetoothd.commandLine(), "bluetoothd is running")
         let plain = original.filter { $0 != "-E" && $0 != "--experimental" }
         #expect(plain.count < original.count, "the guest runs bluetoothd with -E: \(original)")

@@ -36,7 +36,7 @@ extension EndToEndTests {
     /// does, and the handles agree.
     @Test(
         .enabled(if: emulatedControllers >= 4, "needs hci2 and hci3: Scripts/test-e2e --controllers 4"),
-        .timeLimit(.minutes(4)))
+        .loadScaledTimeLimit(minutes: 4))
     func eachCentralGetsWhatWasSentToIt() async throws {
         let perDevice = emulatedBlueZ(atLeast: "5.82")
         try await ExamplePeripheral.forgetKnownDevices()

@@ -12,7 +12,7 @@ extension EndToEndTests {
     static let streamCharacteristic = BluetoothUUID(string: "5A1E0002-B1E2-4C00-9E00-000000000001")
 
     /// Our heart-rate-like peripheral on hci1, our central on hci0, through the real bluetoothd.
-    @Test(.timeLimit(.minutes(3))) func ourCentralAgainstOurPeripheral() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func ourCentralAgainstOurPeripheral() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = E2EPeripheralManagerDelegate()
         let manager = PeripheralManager(

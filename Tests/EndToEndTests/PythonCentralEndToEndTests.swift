@@ -15,7 +15,7 @@ extension EndToEndTests {
     /// Our peripheral on hci1 judged by an outside central on hci0: `Scripts/guest/python-central.py`
     /// (dbus-python on the real bluetoothd) reads, writes, and subscribes twice, once by
     /// `StartNotify` and once by `AcquireNotify`.
-    @Test(.timeLimit(.minutes(3))) func pythonCentralAgainstOurPeripheral() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func pythonCentralAgainstOurPeripheral() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let perPath = 4
         let written = Data([0xC0, 0xFF, 0xEE, 0x42])

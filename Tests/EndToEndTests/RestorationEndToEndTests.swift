@@ -30,7 +30,7 @@ extension EndToEndTests {
         return (central, peripheral)
     }
 
-    @Test(.timeLimit(.minutes(3))) func aKilledCentralIsRestoredWithoutAScanAndValuesFlowAgain() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func aKilledCentralIsRestoredWithoutAScanAndValuesFlowAgain() async throws {
         let state = try Self.stateDirectory()
         let arguments = ["--restore-id", "e2e-monitor"]
         let (first, peripheral) = try await Self.startExamples(centralArguments: arguments, state: state)
@@ -71,7 +71,7 @@ extension EndToEndTests {
     /// The peripheral's command line in these tests (before any `--restore-id`).
     static let peripheralCommand = ["--json", "--adapter", "hci1", "--name", "Long HRM", "--interval-ms", "250"]
 
-    @Test(.timeLimit(.minutes(3))) func aKilledPeripheralIsRestoredWithItsSubscribedCentralAndValuesFlowAgain()
+    @Test(.loadScaledTimeLimit(minutes: 3)) func aKilledPeripheralIsRestoredWithItsSubscribedCentralAndValuesFlowAgain()
         async throws
     {
         let state = try Self.stateDirectory()
@@ -111,7 +111,7 @@ extension EndToEndTests {
         #expect(try await relaunched.stop() == 0, "\(relaunched.diagnostics())")
     }
 
-    @Test(.timeLimit(.minutes(3))) func valuesFlowAgainAfterBluetoothdRestarts() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func valuesFlowAgainAfterBluetoothdRestarts() async throws {
         let state = try Self.stateDirectory()
         let (central, peripheral) = try await Self.startExamples(state: state)
         let before = central.events("heartRate").count
@@ -127,7 +127,8 @@ extension EndToEndTests {
         #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
     }
 
-    @Test(.timeLimit(.minutes(5))) func aPendingConnectionCompletesWhenThePeripheralReturnsAfter75Seconds() async throws
+    @Test(.loadScaledTimeLimit(minutes: 5)) func aPendingConnectionCompletesWhenThePeripheralReturnsAfter75Seconds()
+        async throws
     {
         let state = try Self.stateDirectory()
         let (central, peripheral) = try await Self.startExamples(state: state)

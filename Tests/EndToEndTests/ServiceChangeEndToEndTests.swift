@@ -11,7 +11,7 @@ extension EndToEndTests {
     /// Our peripheral on hci1 adds and removes a service while our central on hci0 is connected:
     /// bluetoothd indicates Service Changed, the central's bluetoothd rediscovers, and the app
     /// hears `didModifyServices`.
-    @Test(.timeLimit(.minutes(3))) func servicesChangedWhileConnectedAreReported() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 3)) func servicesChangedWhileConnectedAreReported() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let server = E2EPeripheralManagerDelegate()
         let manager = PeripheralManager(

@@ -42,7 +42,7 @@ extension EndToEndTests {
     /// before the idle handler runs (a method call that was waiting) first sends everything held,
     /// in the order the objects were first touched: the device's `UUIDs` first, so
     /// `ServicesResolved` ahead of the objects.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(10)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 10))
     func ourCentralSeesTheWholeDatabaseWhateverTheOrderOfBluetoothdsSignals() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

@@ -10,7 +10,7 @@ extension EndToEndTests {
 
     /// Writes without response to RX, echoed as TX notifications; flow control on both sides,
     /// frames put back in order where bluetoothd's EATT bearers reordered them.
-    @Test(.timeLimit(.minutes(4))) func uartBridgeEchoesThroughGATT() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func uartBridgeEchoesThroughGATT() async throws {
         let (central, peripheral) = try await runUARTBridge(mode: "gatt")
         let result = try #require(central.events("result").first)
         let frames = try #require(result["frames"] as? Int)
@@ -25,7 +25,7 @@ extension EndToEndTests {
     }
 
     /// The PSM read from Apple's PSM characteristic, the pattern through the channel and back.
-    @Test(.timeLimit(.minutes(4))) func uartBridgeEchoesThroughL2CAP() async throws {
+    @Test(.loadScaledTimeLimit(minutes: 4)) func uartBridgeEchoesThroughL2CAP() async throws {
         let (central, peripheral) = try await runUARTBridge(mode: "l2cap")
         let psm = try #require(central.events("psm").first?["psm"] as? Int)
         #expect(peripheral.events("l2capPublished").first?["psm"] as? Int == psm)

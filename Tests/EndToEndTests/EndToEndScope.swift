@@ -25,6 +25,9 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
     /// Lines of each program's output and of bluetoothd's log printed for a failed test.
     static let reportLines = 60
     static let logLines = 200
+    /// Programs the harness runs to query the bus, whose output a report cuts to `briefLines`.
+    static let briefTools: Set<String> = ["busctl", "dbus-daemon"]
+    static let briefLines = 4
 
     func scopeProvider(for test: Test, testCase: Test.Case?) -> Self? {
         testCase == nil ? nil : self
@@ -34,12 +37,22 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void
     ) async throws {
         let serial = RunningPrograms.lastSerial
+        let knownCrashes = test.traits.compactMap { $0 as? KnownBluetoothdCrash } + KnownBluetoothdCrash.inAnyTest
+        // bluetoothd can die just after the test that made it crash ended (its backtrace takes a
+        // while to print in the guest): that crash is the previous test's, and this test gets a
+        // running bluetoothd.
+        if Bluetoothd.commandLine() == nil, let previous = Self.previousTest.withLock({ $0 }) {
+            Self.recordBluetoothdGone(
+                "bluetoothd is not running as \(test.name) starts: it died after \(previous.name) ended",
+                log: Self.log(since: previous.logStart), knownCrashes: previous.knownCrashes)
+            await Self.startBluetoothdAgain()
+        }
         let logStart = Self.logSize()
+        Self.previousTest.withLock { $0 = (test.name, logStart, knownCrashes) }
         if let commandLine = Bluetoothd.commandLine() {
             Self.bluetoothdCommandLine.withLock { if $0 == nil { $0 = commandLine } }
         }
         Self.failed.store(false, ordering: .sequentiallyConsistent)
-        let knownCrashes = test.traits.compactMap { $0 as? KnownBluetoothdCrash } + KnownBluetoothdCrash.inAnyTest
         // What the test records once bluetoothd died of a known bug of its own (the test's, or
         // one any test can meet) follows from that crash: a known issue. Anything recorded
         // while bluetoothd runs, or after any other crash, stays a failure.
@@ -58,6 +71,23 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         } catch {
             thrown = error
         }
+        // In a task of its own: after a test that ran out of time the scope's task is cancelled,
+        // and every wait below would end at once (CI 2026-12-06: "bluetoothd could not be started
+        // again" after a time limit, and the next tests met no bluetoothd).
+        let failed = thrown != nil
+        await Task {
+            await Self.cleanUp(
+                after: test, serial: serial, logStart: logStart, knownCrashes: knownCrashes, threw: failed)
+        }.value
+        if let thrown { throw thrown }
+    }
+
+    /// What follows every test: stops what it started, checks that the system bus and
+    /// bluetoothd outlived it (starting them again if not), prints the report of a failed test
+    /// and checks the default agent.
+    static func cleanUp(
+        after test: Test, serial: Int, logStart: UInt64, knownCrashes: [KnownBluetoothdCrash], threw: Bool
+    ) async {
         let started = RunningPrograms.remove(after: serial)
         // The system bus too (a test that restarts it leaves a new one).
         if SystemBus.daemonPID() == nil {
@@ -71,30 +101,44 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         // victim too.
         let bluetoothdGone = Bluetoothd.commandLine() == nil
         if bluetoothdGone {
-            let gone = "bluetoothd is not running after \(test.name): it exited or crashed during the test"
-            let log = Self.log(since: logStart)
-            if let known = knownCrashes.first(where: { log.contains($0.signature) }) {
-                withKnownIssue(Comment(rawValue: known.explanation)) { Issue.record(Comment(rawValue: gone)) }
-            } else {
-                Issue.record(Comment(rawValue: gone))
-            }
+            Self.recordBluetoothdGone(
+                "bluetoothd is not running after \(test.name): it exited or crashed during the test",
+                log: Self.log(since: logStart), knownCrashes: knownCrashes)
         }
-        if thrown != nil || bluetoothdGone || Self.failed.load(ordering: .sequentiallyConsistent) {
+        if threw || bluetoothdGone || Self.failed.load(ordering: .sequentiallyConsistent) {
             print(Self.report(test.name, started, logStart: logStart))
         }
         for program in started { program.stop() }
         // After the programs, whose agents leave with them.
         await DefaultAgentCheck.check(
             test.name, logStart: logStart, asked: test.traits.contains { $0 is AsksForDefaultAgent })
-        if bluetoothdGone, let commandLine = Self.bluetoothdCommandLine.withLock({ $0 }) {
-            do {
-                try Bluetoothd.start(commandLine)
-                try await Bluetoothd.waitUntilAdaptersPowered()
-            } catch {
-                Issue.record("bluetoothd could not be started again: \(error)")
-            }
+        if bluetoothdGone { await Self.startBluetoothdAgain() }
+    }
+
+    /// The test that ran last: its name, where bluetoothd's log stood when it started, and the
+    /// crashes known to it.
+    static let previousTest = Mutex<(name: String, logStart: UInt64, knownCrashes: [KnownBluetoothdCrash])?>(nil)
+
+    /// Records that bluetoothd is gone: a known issue when `log` (bluetoothd's, over the test
+    /// that made it crash) has the signature of one of `knownCrashes`, a failure otherwise.
+    static func recordBluetoothdGone(_ gone: String, log: String, knownCrashes: [KnownBluetoothdCrash]) {
+        if let known = knownCrashes.first(where: { log.contains($0.signature) }) {
+            withKnownIssue(Comment(rawValue: known.explanation)) { Issue.record(Comment(rawValue: gone)) }
+        } else {
+            Issue.record(Comment(rawValue: gone))
         }
-        if let thrown { throw thrown }
+    }
+
+    /// Starts bluetoothd with its first command line, so that the next test is not the victim
+    /// of a crash too.
+    static func startBluetoothdAgain() async {
+        guard let commandLine = bluetoothdCommandLine.withLock({ $0 }) else { return }
+        do {
+            try Bluetoothd.start(commandLine)
+            try await Bluetoothd.waitUntilAdaptersPowered()
+        } catch {
+            Issue.record("bluetoothd could not be started again: \(error)")
+        }
     }
 
     /// bluetoothd's command line as first seen, to start it again if a test leaves none.
@@ -136,8 +180,10 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
             if let crash = crashSummary(lines) {
                 text += "--- \(program.name) crashed (the backtrace's header and crashed thread)\n" + crash + "\n"
             }
-            text += "--- \(program.name) (last \(min(lines.count, reportLines)) lines)\n"
-            text += lines.suffix(reportLines).joined(separator: "\n") + "\n"
+            // The bus tools' listings (object trees) crowded bluetoothd's log out of what CI keeps.
+            let kept = Self.briefTools.contains(program.name) ? briefLines : reportLines
+            text += "--- \(program.name) (last \(min(lines.count, kept)) lines)\n"
+            text += lines.suffix(kept).joined(separator: "\n") + "\n"
         }
         let lines = log(since: logStart).split(separator: "\n")
         text += "--- bluetoothd.log during the test (last \(min(lines.count, logLines)) of \(lines.count) lines)\n"

@@ -24,12 +24,21 @@ public final class ExampleProgram: Sendable {
     }
 
     /// Starts `name` with `arguments`, on the bus at `busAddress` (nil: inherit the environment).
+    ///
+    /// In the end-to-end tier (`BLUEZKIT_E2E` set) our examples print BlueZKit's debug lines
+    /// (`BLUEZKIT_LOG=debug`: each failed connect attempt, the agent's calls) unless `extra` says
+    /// otherwise, so that a failure report shows what the library did: a CI run once left only a
+    /// central that never reconnected, with nothing to tell why.
     public convenience init(
         _ name: String, _ arguments: [String], busAddress: String?, environment extra: [String: String] = [:]
     ) throws {
+        var environment = extra
+        if ProcessInfo.processInfo.environment["BLUEZKIT_E2E"] != nil, environment["BLUEZKIT_LOG"] == nil {
+            environment["BLUEZKIT_LOG"] = "debug"
+        }
         try self.init(
             path: Self.buildDirectory.appendingPathComponent(name).path, arguments, busAddress: busAddress,
-            environment: extra)
+            environment: environment)
     }
 
     /// Starts the executable at `path` (any program, such as a script of ours) like an example.

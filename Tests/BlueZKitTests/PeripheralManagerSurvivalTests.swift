@@ -46,6 +46,49 @@ import Testing
         withExtendedLifetime(manager) {}
     }
 
+    /// Services published one by one come back after a restart in one application: one change
+    /// of bluetoothd's database, so a connected central gets one Service Changed (each change
+    /// makes bluetoothd answer its next request "Database Out of Sync", which crashed bluetoothd
+    /// 5.87 as the central in the restoration e2e test). Removing one of them afterwards
+    /// publishes the others again without it.
+    @Test func servicesPublishedOneByOneComeBackTogetherAndCanStillBeRemovedOneByOne() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let (manager, _) = try await Self.published(bluez)
+        var added: [MutableService] = []
+        for (uuid, value) in [(UInt16(0x180A), UInt8(0x0A)), (0x180F, 0x0F)] {
+            let service = MutableService(type: BluetoothUUID(uuid), primary: true)
+            service.characteristics = [
+                MutableCharacteristic(
+                    type: BluetoothUUID(uuid &+ 0x1000), properties: [.read], value: Data([value]),
+                    permissions: [.readable])
+            ]
+            try await manager.addService(service)
+            added.append(service)
+        }
+        let adapter = try #require(bluez.adapters.first)
+        #expect(adapter.registeredApplications.count == 3, "one application per service added")
+        try await bluez.restart(downtime: .milliseconds(100))
+        try await waitUntil("registered again") {
+            bluez.adapters.first?.registeredApplications.flatMap(\.services).count == 3
+        }
+        let applications = try #require(bluez.adapters.first?.registeredApplications)
+        #expect(applications.count == 1, "\(applications.map { $0.services.map(\.uuid) })")
+        let central = try bluez.addCentral(address: "11:22:33:44:55:66")
+        #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A38") == [0x01])
+        #expect(try await central.read(serviceUUID: "180A", characteristicUUID: "280A") == [0x0A])
+        #expect(try await central.read(serviceUUID: "180F", characteristicUUID: "280F") == [0x0F])
+
+        manager.remove(added[0])
+        try await waitUntil("published again without 180A") {
+            let services = bluez.adapters.first?.registeredApplications.flatMap(\.services).map(\.uuid) ?? []
+            return services.count == 2 && !services.contains { $0.lowercased().hasPrefix("0000180a") }
+        }
+        #expect(try await central.read(serviceUUID: "180D", characteristicUUID: "2A38") == [0x01])
+        #expect(try await central.read(serviceUUID: "180F", characteristicUUID: "280F") == [0x0F])
+        withExtendedLifetime(manager) {}
+    }
+
     @Test func servicesAndAdvertisingComeBackWhenTheAdapterIsPluggedInAgain() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }

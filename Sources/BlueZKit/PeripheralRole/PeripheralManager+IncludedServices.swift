@@ -115,11 +115,17 @@ extension PeripheralManager {
             var stale: [BlueZGattApplication] = []
             for (host, application) in state.applications {
                 let current = state.inclusion.layouts[host]
-                if current == nil || !wanted.contains(where: { $0 == current }) {
+                if current == nil || !wanted.contains(where: { $0 == current }),
+                    !stale.contains(where: { $0 === application })
+                {
                     stale.append(application)
-                    state.applications[host] = nil
-                    state.inclusion.layouts[host] = nil
                 }
+            }
+            // An application published for several services goes as a whole: the services it
+            // held that are still wanted are published again.
+            for (host, application) in state.applications where stale.contains(where: { $0 === application }) {
+                state.applications[host] = nil
+                state.inclusion.layouts[host] = nil
             }
             return (wanted.filter { state.applications[ObjectIdentifier($0.host)] == nil }, stale, state.client)
         }
@@ -127,10 +133,20 @@ extension PeripheralManager {
             let adapter = await adapterPath(client)
             for application in stale { await application.unregister(from: adapter) }
         }
+        if wanted.count > 1 {
+            // Together, as one change of bluetoothd's database (see `register`); one at a time
+            // if that fails, so that each failure is told to the service it belongs to.
+            do throws(BlueZError) {
+                try await register(wanted)
+                return []
+            } catch {
+                BlueZLog.debug("publishing \(wanted.count) services together failed (\(error)); one at a time")
+            }
+        }
         var failures: [(layout: ApplicationLayout, error: BlueZError)] = []
         for layout in wanted {
             do throws(BlueZError) {
-                try await register(layout)
+                try await register([layout])
             } catch {
                 BlueZLog.warning("could not publish \(layout.host): \(error)")
                 failures.append((layout, error))

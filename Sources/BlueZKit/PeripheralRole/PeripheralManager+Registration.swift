@@ -3,8 +3,14 @@ import Foundation
 
 /// Turning a `MutableService` into a GATT application, and advertising.
 extension PeripheralManager {
-    /// Exports `layout` as one GATT application and registers it (`RegisterApplication`).
-    func register(_ layout: ApplicationLayout) async throws(BlueZError) {
+    /// Exports `layouts` as one GATT application and registers it (`RegisterApplication`).
+    ///
+    /// Several layouts go into one application when they are published together (after
+    /// bluetoothd or the adapter came back, or on restoration): bluetoothd then changes its
+    /// database once, and a connected central gets one Service Changed instead of one per
+    /// service. Each change makes bluetoothd's GATT server answer that central's next request
+    /// with "Database Out of Sync", which bluetoothd 5.87 as the central can crash on.
+    func register(_ layouts: [ApplicationLayout]) async throws(BlueZError) {
         let (client, number, adapterAddress) = engine.sync { state in
             state.nextApplication += 1
             return (state.client, state.nextApplication, state.adapterAddress)
@@ -13,17 +19,22 @@ extension PeripheralManager {
             throw BlueZError(.notReady, "no adapter")
         }
         let features = serverFeatures(client)
-        let characteristics = layout.services.flatMap { $0.publishedCharacteristics }
+        let characteristics = layouts.flatMap { $0.services.flatMap { $0.publishedCharacteristics } }
         for characteristic in characteristics {
             if let warning = lostWriteResultsWarning(for: characteristic) { BlueZLog.warning(warning) }
         }
-        let descriptions = zip(layout.services, layout.includes).map { service, includes in
-            BlueZGattApplication.Service(
-                uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
-                characteristics: service.publishedCharacteristics.map {
-                    gattCharacteristic($0, adapterAddress: adapterAddress, features: features)
-                },
-                includes: includes)
+        var descriptions: [BlueZGattApplication.Service] = []
+        for layout in layouts {
+            // A layout's `includes` index its own services: shifted past the layouts before it.
+            let offset = descriptions.count
+            descriptions += zip(layout.services, layout.includes).map { service, includes in
+                BlueZGattApplication.Service(
+                    uuid: service.uuid.bluezString, isPrimary: service.isPrimary,
+                    characteristics: service.publishedCharacteristics.map {
+                        gattCharacteristic($0, adapterAddress: adapterAddress, features: features)
+                    },
+                    includes: includes.map { $0 + offset })
+            }
         }
         let application = try await BlueZGattApplication(
             client: client, services: descriptions, number: number)
@@ -34,8 +45,10 @@ extension PeripheralManager {
             throw error
         }
         engine.sync { state in
-            state.applications[ObjectIdentifier(layout.host)] = application
-            state.inclusion.layouts[ObjectIdentifier(layout.host)] = layout
+            for layout in layouts {
+                state.applications[ObjectIdentifier(layout.host)] = application
+                state.inclusion.layouts[ObjectIdentifier(layout.host)] = layout
+            }
             for (characteristic, id) in zip(characteristics, application.characteristicIDs) {
                 state.characteristics[ObjectIdentifier(characteristic)] = (application, id)
                 if Self.offersNotifySockets(characteristic, features) {
@@ -165,7 +178,12 @@ extension PeripheralManager {
                 state.characteristics.removeAll()
                 state.advertisement = nil
             }
-            return (state.wantedAdvertisement, Array(state.applications.values), state.advertisement)
+            // One application can hold several services: each unregistered once.
+            var applications: [BlueZGattApplication] = []
+            for application in state.applications.values where !applications.contains(where: { $0 === application }) {
+                applications.append(application)
+            }
+            return (state.wantedAdvertisement, applications, state.advertisement)
         }
         for application in stale { await application.unregister(from: nil) }
         await staleAdvertisement?.unregister(from: nil)

@@ -256,11 +256,12 @@ struct PairingJudgeLink {
     func diagnostics() -> String { "app: \(recorder.events.map(\.name))\n\(peer.diagnostics())" }
 }
 
-/// A pairing delegate that records what bluetoothd asked, answers comparisons as told, and
-/// holds a passkey request until the test types the passkey.
+/// A pairing delegate that records what bluetoothd asked, answers comparisons and
+/// authorizations as told, and holds a passkey request until the test types the passkey.
 final class PairingRecorder: PairingAgentDelegate, @unchecked Sendable {
     let ioCapability: IOCapability
     let acceptsComparison: Bool
+    let acceptsAuthorization: Bool
     private struct State {
         var requests: [String] = []
         var peers: [PairingPeer] = []
@@ -270,9 +271,10 @@ final class PairingRecorder: PairingAgentDelegate, @unchecked Sendable {
     var requests: [String] { state.withLock { $0.requests } }
     var peers: [PairingPeer] { state.withLock { $0.peers } }
 
-    init(_ ioCapability: IOCapability, acceptsComparison: Bool = false) {
+    init(_ ioCapability: IOCapability, acceptsComparison: Bool = false, acceptsAuthorization: Bool = false) {
         self.ioCapability = ioCapability
         self.acceptsComparison = acceptsComparison
+        self.acceptsAuthorization = acceptsAuthorization
     }
 
     private func record(_ request: String, _ peer: PairingPeer?) {
@@ -307,7 +309,7 @@ final class PairingRecorder: PairingAgentDelegate, @unchecked Sendable {
         _ agent: PairingAgent, authorizePairingWith peer: PairingPeer, completion: @escaping @Sendable (Bool) -> Void
     ) {
         record("authorize", peer)
-        completion(false)
+        completion(acceptsAuthorization)
     }
     func pairingAgentDidCancelRequest(_ agent: PairingAgent) { record("cancel", nil) }
 }

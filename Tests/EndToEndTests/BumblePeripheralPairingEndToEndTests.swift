@@ -38,7 +38,7 @@ extension EndToEndTests {
     /// gets what our peripheral served.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
-        .timeLimit(.minutes(4)), arguments: [true, false])
+        .loadScaledTimeLimit(minutes: 4), arguments: [true, false])
     func aBumbleCentralPairsByPasskey(weType: Bool) async throws {
         let delegate = PairingRecorder(weType ? .keyboardOnly : .displayOnly)
         let passkeyFile = FileManager.default.temporaryDirectory.appendingPathComponent("bzk-passkey-\(UUID())")
@@ -75,7 +75,7 @@ extension EndToEndTests {
     /// gets no value, and no read reaches our peripheral.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
-        .timeLimit(.minutes(4)), arguments: [true, false])
+        .loadScaledTimeLimit(minutes: 4), arguments: [true, false])
     func aBumbleCentralPairsByNumericComparison(accepts: Bool) async throws {
         let delegate = PairingRecorder(.displayYesNo, acceptsComparison: accepts)
         try await PeripheralPairingLink.run(["--io", "display-yes-no"], delegate: delegate) { link in
@@ -101,7 +101,7 @@ extension EndToEndTests {
     /// pairs just works.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
-        .timeLimit(.minutes(4)), arguments: [true, false])
+        .loadScaledTimeLimit(minutes: 4), arguments: [true, false])
     func withoutAnAnswerOurPeripheralMakesNoAuthenticatedPairing(hasDelegate: Bool) async throws {
         let idle = IdlePairingDelegate()
         try await PeripheralPairingLink.run(["--io", "display-yes-no"], delegate: hasDelegate ? idle : nil) { link in
@@ -122,7 +122,7 @@ extension EndToEndTests {
     /// a Secure Connections pairing so) and Bumble reads nothing.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .asksForDefaultAgent,
-        .timeLimit(.minutes(4)), arguments: [true, false])
+        .loadScaledTimeLimit(minutes: 4), arguments: [true, false])
     func aJustWorksPairingIsAuthorizedByOurDelegate(authorizes: Bool) async throws {
         let delegate = PairingRecorder(.displayYesNo, acceptsAuthorization: authorizes)
         try await PeripheralPairingLink.run(["--io", "display-yes-no", "--no-mitm"], delegate: delegate) { link in
@@ -282,7 +282,7 @@ extension EndToEndTests {
     /// to confirm the just-works pairing ("Requesting agent authentication … No agent available
     /// for request type 2"), bluetoothd refuses, and Bumble's SMP hears Numeric Comparison
     /// Failed (0x0C). The read's own outcome depends on bluetoothd and is not asserted here.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .timeLimit(.minutes(4)))
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func withoutAnyAgentASecurityPairingFails() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)

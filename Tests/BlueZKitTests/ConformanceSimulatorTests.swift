@@ -26,6 +26,15 @@ import Testing
     }
 
     @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func connectedSignalOfAConnect(_ version: SimulatedBlueZ.Version) async throws {
+        let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
+        defer { bluez.stop() }
+        let peer = SimulatedConformancePeer(bluez)
+        try await ConnectConformance.run(bluetoothd, peer: peer)
+        await peer.stop()
+    }
+
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
     func firstServiceDiscovery(_ version: SimulatedBlueZ.Version) async throws {
         let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
         defer { bluez.stop() }

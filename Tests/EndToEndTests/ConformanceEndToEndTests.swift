@@ -29,6 +29,12 @@ extension EndToEndTests {
         try await withPeer(peer) { try await DeviceConformance.run(GuestBluetoothd.underTest(), peer: peer) }
     }
 
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceConnectedSignalOfAConnect() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let peer = try GuestConformancePeer()
+        try await withPeer(peer) { try await ConnectConformance.run(GuestBluetoothd.underTest(), peer: peer) }
+    }
+
     @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceFirstServiceDiscovery() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()

@@ -70,6 +70,8 @@ extension SimulatorCore {
         }
         setTemporary(path, false)
         clearTemporaryTimer(path)
+        // bluetoothd's ATT socket usually wins over the kernel's connect event: no signal then
+        // (`SimulatedBlueZ.Options.omitsConnectedSignal`, judged by `ConnectConformance`).
         if !options.omitsConnectedSignal { propertiesChanged(path, Self.deviceInterface, ["Connected"]) }
         if let pending = devices[path]?.pendingConnect {
             updateDevice(path) { $0.pendingConnect = nil }

@@ -1,0 +1,76 @@
+import DBus
+import TestSupport
+public import Testing
+
+/// `Device1.Connect` to a connectable LE device that answers: the `Connected` property and its
+/// `PropertiesChanged` signal.
+///
+/// bluetoothd learns of the link twice: its ATT socket connects (`att_connect_cb` sets the LE
+/// bearer connected, WITHOUT a signal, and answers the `Connect` at once) and MGMT's Device
+/// Connected event arrives (`device_add_connection`, which signals `Connected`, unless the bearer
+/// is already connected: then it only logs "Device … is already connected"). On 5.66, 5.82 and
+/// 5.87 in the guest the ATT socket wins: `Connected` reads true right after the reply, and no
+/// `PropertiesChanged` ever says so (`Connected` is next signalled when the link goes down). A
+/// client must take the reply as the link being up. The simulator does the same by default
+/// (``SimulatedBlueZ/Options/omitsConnectedSignal``).
+public enum ConnectConformance {
+    /// How long after the reply the body waits for a late `Connected` signal.
+    public static let signalWait: Duration = .seconds(5)
+
+    /// Where the `Connected` = true signal came, seen from the client.
+    public enum SignalTime: String, Sendable {
+        case beforeReply = "before the reply"
+        case afterReply = "after the reply"
+        case never = "never"
+    }
+
+    /// Discovers `peer`, connects, checks the property and that no `Connected` signal came by
+    /// ``signalWait`` after the reply, disconnects, forgets it; returns when the signal came.
+    @discardableResult
+    public static func run(
+        _ bluetoothd: BluetoothdUnderTest, peer: some ConformancePeer, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> SignalTime {
+        let client = try await BlueZCalls.open(bluetoothd, label: "conformance.connect")
+        defer { client.close() }
+        let path = bluetoothd.devicePath(try await peer.address)
+        try await client.forgetDevice(path, on: bluetoothd)
+        try await client.discover(path, on: bluetoothd) { try await peer.startAdvertising() }
+        let connectedBefore = await client.property(path, "org.bluez.Device1", "Connected")
+        #expect(
+            connectedBefore == .bool(false),
+            "\(bluetoothd): Connected before Connect is \(String(describing: connectedBefore))",
+            sourceLocation: sourceLocation)
+
+        let mark = client.mark
+        try await client.call(path, "org.bluez.Device1", "Connect", timeout: TestTime.scaled(.seconds(60)))
+        // The signals that reached us before the reply (one connection: the bus keeps bluetoothd's order).
+        let atReply = client.signals(since: mark)
+        let connected = await client.property(path, "org.bluez.Device1", "Connected")
+        let isConnectedSignal = { (signal: BusSignal) in
+            signal.changes(path, "org.bluez.Device1", "Connected", to: .bool(true))
+        }
+        let time: SignalTime
+        if atReply.contains(where: isConnectedSignal) {
+            time = .beforeReply
+        } else if try await BlueZCalls.holds(
+            within: signalWait, { client.signals(since: mark).contains(where: isConnectedSignal) })
+        {
+            time = .afterReply
+        } else {
+            time = .never
+        }
+        print("\(bluetoothd): Connected read \(String(describing: connected)) at the reply; signal \(time.rawValue)")
+        #expect(
+            connected == .bool(true), "\(bluetoothd): Connected is \(String(describing: connected)) after the reply",
+            sourceLocation: sourceLocation)
+        #expect(
+            time == .never,
+            "\(bluetoothd): PropertiesChanged Connected=true came \(time.rawValue); signals: \(client.signals(since: mark))",
+            sourceLocation: sourceLocation)
+
+        _ = await client.error(path, "org.bluez.Device1", "Disconnect")
+        try await client.waitForProperty(path, "org.bluez.Device1", "Connected", toBe: .bool(false))
+        try await client.forgetDevice(path, on: bluetoothd)
+        return time
+    }
+}

@@ -82,6 +82,30 @@ import Testing
             return delegate.events.filter { $0 == "connected" }.count == 2
         }
     }
+
+    /// The central's adapter unplugged under a link and plugged back (the same name and
+    /// address): the delegate's new request stays pending while the adapter is missing and
+    /// completes once the sensor advertises again, as with the real bluetoothd
+    /// (`removingTheCentralsAdapterEndsTheLinkAndItsReturnCompletesTheRequest`, Bumble).
+    @Test func aPendingRequestCompletesWhenTheCentralsAdapterIsPluggedBack() async throws {
+        let (bluez, central, delegate, sensor, peripheral) = try await Self.connected()
+        defer { withExtendedLifetime(central) { bluez.stop() } }
+        let adapter = try #require(bluez.adapters.first)
+        bluez.removeAdapter(adapter)
+        try await waitUntil("unsupported without its adapter") { central.state == .unsupported }
+        let events = delegate.events
+        let lost = try #require(events.firstIndex { $0.hasPrefix("disconnected") }, "\(events)")
+        #expect(lost < events.firstIndex(of: "state unsupported")!, "\(events)")
+        #expect(peripheral.state == .connecting, "the delegate's new request is pending")
+        let replugged = try bluez.addAdapter(.init(name: adapter.name, address: adapter.address))
+        try await waitUntil("powered on again") { central.state == .poweredOn }
+        try await waitUntil("connected once the sensor advertises again", timeout: .seconds(10)) {
+            sensor.advertise()
+            return delegate.events.filter { $0 == "connected" }.count == 2
+        }
+        #expect(peripheral.state == .connected)
+        #expect(replugged.isPresent)
+    }
 }
 
 /// iOS 17's EnableAutoReconnect, on the simulator.

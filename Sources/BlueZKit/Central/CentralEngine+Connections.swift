@@ -38,6 +38,10 @@ extension CentralEngine {
         busQueue.async { [self] in
             let id = peripheral.deviceID
             guard links[id] == nil else { return }  // pending or connected already: Core Bluetooth does nothing
+            // Its device object may have gone since the app got it (its adapter unplugged under
+            // the link: the delegate asks again from didDisconnect): known again, so that the
+            // request's outcome reaches the app.
+            adopt(peripheral)
             var link = Link()
             link.autoReconnect = autoReconnect
             links[id] = link

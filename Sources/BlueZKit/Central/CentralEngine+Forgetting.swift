@@ -32,6 +32,15 @@ extension CentralEngine {
         forgotten[id] = ForgottenPeripheral(peripheral: peripheral)
     }
 
+    /// Knows `peripheral` again when its device object went before a request for it arrived:
+    /// out of the forgotten table, among the engine's peripherals. On the queue.
+    func adopt(_ peripheral: Peripheral) {
+        let id = peripheral.deviceID
+        guard peripherals[id] == nil else { return }
+        forgotten[id] = nil
+        peripherals[id] = peripheral
+    }
+
     /// The size below which the forgotten table is never pruned.
     static let forgottenPruneMinimum = 64
 }

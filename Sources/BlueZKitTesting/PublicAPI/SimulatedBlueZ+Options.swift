@@ -6,14 +6,16 @@ extension SimulatedBlueZ {
         /// bluetoothd's `[GATT] Cache` setting in `main.conf`.
         public var gattCache: GATTCache
         /// For a link made with `Device1.Connect` (or `Pair`), `Connected` turns true without a
-        /// `PropertiesChanged`, as in bluetoothd 5.66, 5.82 and 5.87 in the guest: the ATT socket's
-        /// connect callback marks the LE bearer connected and answers `Connect`, and the kernel's
-        /// Device Connected event that comes after it then finds the device connected and signals
-        /// nothing (`device_add_connection`: "Device … is already connected"). The property still
-        /// reads true when the reply arrives, and `ServicesResolved` is still announced; links a
-        /// simulated central makes to us are always signalled. The default, true, is what the
-        /// real bluetoothd was seen to do (`ConnectConformance`); false plays the other outcome of
-        /// that race (the kernel's event first), where `Connected` is signalled before the reply.
+        /// `PropertiesChanged`, as bluetoothd does when its ATT socket's connect callback (which
+        /// marks the LE bearer connected and answers `Connect`) runs before the kernel's Device
+        /// Connected event: that event then finds the device connected and signals nothing
+        /// (`device_add_connection`: "Device … is already connected"). It is a race; the ATT
+        /// socket won on 5.66, 5.82 and 5.87 in the guest, the kernel's event once on 5.82, and its
+        /// signal then came before the reply (`ConnectConformance`). The property reads true when
+        /// the reply arrives either way, and `ServicesResolved` is still announced; links a
+        /// simulated central makes to us are always signalled. The default, true, is the usual
+        /// outcome and the one that catches a client waiting for the signal; false plays the
+        /// other one (`Connected` signalled before the reply).
         public var omitsConnectedSignal: Bool
         /// Which bluetoothd release the simulator behaves like, where releases differ.
         public var version: Version

@@ -142,10 +142,19 @@ import Testing
         _ = await rig.client.signals.expect(from: mark, "adapter removed") {
             $0.member == "InterfacesRemoved" && $0.objectPath == adapterPath
         }
-        let removed = rig.client.signals.since(mark).filter { $0.member == "InterfacesRemoved" }.map(\.objectPath)
+        let signals = rig.client.signals.since(mark)
+        let removed = signals.filter { $0.member == "InterfacesRemoved" }.map(\.objectPath)
         #expect(removed.last == adapterPath)
         #expect(removed.contains(Self.path) && removed.contains(HeartRateSensor.measurementPath))
         #expect(!adapter.isPresent)
+        // As bluetoothd 5.82 logged it: the controller powers off first (the kernel's New
+        // Settings, `adapter_stop`), ending the link, then Index Removed takes the device away.
+        let deviceGone = try #require(
+            signals.firstIndex { $0.member == "InterfacesRemoved" && $0.objectPath == Self.path })
+        let poweredOff = signals.firstIndex { $0.changes(adapterPath, adapterInterface, "Powered", to: .bool(false)) }
+        let disconnected = signals.firstIndex { $0.changes(Self.path, deviceInterface, "Connected", to: .bool(false)) }
+        #expect(poweredOff.map { $0 < deviceGone } == true, "\(signals)")
+        #expect(disconnected.map { $0 < deviceGone } == true, "\(signals)")
         mark = rig.client.signals.count
         let back = try rig.bluez.addAdapter(.default)
         #expect(back === adapter)

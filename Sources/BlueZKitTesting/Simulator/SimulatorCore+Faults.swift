@@ -83,10 +83,14 @@ extension SimulatorCore {
         }
     }
 
-    /// Removes an adapter (unplugged): its devices go first, then the adapter; sessions are lost.
+    /// Removes an adapter (unplugged) as the kernel and bluetoothd do: the controller powers off
+    /// first (the kernel's New Settings: `adapter_stop` ends every link, `Connected` false, and
+    /// discovery), then, on Index Removed, its devices go, then the adapter; sessions are lost.
+    /// Seen in bluetoothd 5.82's log under `removingTheCentralsAdapterEndsTheLinkAndItsReturnCompletesTheRequest`.
     func removeAdapter(name: String) -> Bool {
         run {
             guard let adapter = adapters[name] else { return false }
+            setPowered(adapter: name, false)
             for path in devices.keys.sorted() where devices[path]?.adapterName == name {
                 removeDeviceObject(path, forget: false)
             }

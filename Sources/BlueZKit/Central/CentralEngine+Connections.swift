@@ -144,6 +144,10 @@ extension CentralEngine {
         }
         link.attemptInFlight = false
         link.attemptTask = nil
+        // Stored before anything else: a link left "in flight" is never tried again, neither on
+        // an advertisement nor by a timer (what left a request pending for ever when the engine
+        // had forgotten its peripheral).
+        links[id] = link
         guard let peripheral = peripherals[id] else { return }
         if let error {
             BlueZLog.debug("Connect attempt \(link.attempts) failed: \(error); the request stays pending")

@@ -42,18 +42,7 @@ def main():
     characteristic = Characteristic(faulty.characteristic_uuid(0),
                                     Characteristic.Properties.READ | Characteristic.Properties.NOTIFY,
                                     Characteristic.READABLE, bytes([1]), descriptors=[ccc])
-
-    link = {}
-
-    def prepare(device):
-        device.add_service(Service(faulty.SERVICE_UUID, [characteristic]))
-        link["ended"], _ = faulty.watch_link(device)
-
-    async def run(device):
-        await faulty.advertise(device, args.name)
-        await link["ended"].wait()
-
-    bumble_peer.run(args, prepare, run)
+    faulty.serve(args, [Service(faulty.SERVICE_UUID, [characteristic])])
 
 
 if __name__ == "__main__":

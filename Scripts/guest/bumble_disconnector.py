@@ -32,7 +32,7 @@ def main():
     bumble_peer.add_arguments(parser, address="F1:B0:00:00:0B:03")
     args = parser.parse_args()
     tasks = set()
-    link = {}
+    link = {}  # the connections, watch_link's list
 
     async def disconnect_soon():
         await asyncio.sleep(0.2)  # the Write Response leaves first
@@ -47,15 +47,10 @@ def main():
     trigger = Characteristic(faulty.characteristic_uuid(0), Characteristic.Properties.WRITE,
                              Characteristic.WRITEABLE, CharacteristicValue(write=written))
 
-    def prepare(device):
-        device.add_service(Service(faulty.SERVICE_UUID, [trigger]))
-        link["ended"], link["connections"] = faulty.watch_link(device)
+    def prepare(_device, connections):
+        link["connections"] = connections
 
-    async def run(device):
-        await faulty.advertise(device, args.name)
-        await link["ended"].wait()
-
-    bumble_peer.run(args, prepare, run)
+    faulty.serve(args, [Service(faulty.SERVICE_UUID, [trigger])], prepare)
 
 
 if __name__ == "__main__":

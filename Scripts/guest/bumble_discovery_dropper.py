@@ -46,9 +46,7 @@ def main():
                            for number in range(5)]
         return Service(uuid, characteristics)
 
-    def prepare(device):
-        device.add_services([service(index) for index in range(args.services)])
-        link["ended"], connections = faulty.watch_link(device)
+    def prepare(device, connections):
         server = device.gatt_server
         list_services = server.on_att_read_by_group_type_request
         read_types = server.on_att_read_by_type_request
@@ -74,11 +72,7 @@ def main():
         server.on_att_read_by_group_type_request = read_by_group_type
         server.on_att_read_by_type_request = read_by_type
 
-    async def run(device):
-        await faulty.advertise(device, args.name)
-        await link["ended"].wait()
-
-    bumble_peer.run(args, prepare, run)
+    faulty.serve(args, [service(index) for index in range(args.services)], prepare)
 
 
 if __name__ == "__main__":

@@ -59,18 +59,11 @@ def main():
     characteristic = Characteristic(faulty.characteristic_uuid(0),
                                     Characteristic.Properties.READ | Characteristic.Properties.NOTIFY,
                                     Characteristic.READABLE, bytes([1]), descriptors=[ccc])
-    link = {}
 
-    def prepare(device):
-        device.add_service(Service(faulty.SERVICE_UUID, [characteristic]))
+    def prepare(device, _connections):
         server["gatt"] = device.gatt_server
-        link["ended"], _ = faulty.watch_link(device)
 
-    async def run(device):
-        await faulty.advertise(device, args.name)
-        await link["ended"].wait()
-
-    bumble_peer.run(args, prepare, run)
+    faulty.serve(args, [Service(faulty.SERVICE_UUID, [characteristic])], prepare)
 
 
 if __name__ == "__main__":

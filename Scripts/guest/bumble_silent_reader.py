@@ -38,18 +38,7 @@ def main():
                               Characteristic.READABLE, bytes([0x2A]))
     silent = Characteristic(faulty.characteristic_uuid(1), Characteristic.Properties.READ,
                             Characteristic.READABLE, CharacteristicValue(read=never))
-
-    link = {}
-
-    def prepare(device):
-        device.add_service(Service(faulty.SERVICE_UUID, [answered, silent]))
-        link["ended"], _ = faulty.watch_link(device)
-
-    async def run(device):
-        await faulty.advertise(device, args.name)
-        await link["ended"].wait()
-
-    bumble_peer.run(args, prepare, run)
+    faulty.serve(args, [Service(faulty.SERVICE_UUID, [answered, silent])])
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import asyncio
 
 from bumble import att
 from bumble.core import UUID
-from bumble.device import Peer
 
 import bumble_peer
 from bumble_peer import emit
@@ -82,24 +81,9 @@ def main():
     bumble_peer.add_arguments(parser, address="F1:B0:00:00:00:40")
     args = parser.parse_args()
     args.name = "Bumble long client"
-    service_uuid = UUID(args.service)
-
-    def prepare(device):
-        if args.mtu == att.ATT_DEFAULT_MTU:
-            # The peripheral's bluetoothd asks for its MTU as a GATT client: answer 23.
-            device.gatt_server.max_mtu = att.ATT_DEFAULT_MTU
 
     async def run(device):
-        address = await bumble_peer.scan_for_service(device, service_uuid)
-        connection = await device.connect(address)
-        emit("connected")
-        peer = Peer(connection)
-        if args.mtu > att.ATT_DEFAULT_MTU:
-            await peer.request_mtu(args.mtu)
-        services = await peer.discover_service(service_uuid)
-        if not services:
-            raise RuntimeError(f"the peer has no service {service_uuid}")
-        found = {c.uuid: c for c in await services[0].discover_characteristics()}
+        connection, found = await bumble_peer.connect_to_service(device, UUID(args.service), args.mtu)
         long_value, written, notified = (found.get(UUID(u)) for u in (args.long, args.write, args.notify))
         if None in (long_value, written, notified):
             raise RuntimeError(f"missing characteristics: found {list(found)}")
@@ -128,7 +112,8 @@ def main():
         await connection.disconnect()
         emit("disconnected")
 
-    bumble_peer.run(args, prepare, run)
+    # The peripheral's bluetoothd asks for its MTU as a GATT client: with --mtu 23 that is answered 23.
+    bumble_peer.run(args, lambda device: bumble_peer.hold_default_mtu(device, args.mtu), run)
 
 
 if __name__ == "__main__":

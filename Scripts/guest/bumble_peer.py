@@ -13,8 +13,9 @@ import json
 import os
 import sys
 
+from bumble import att
 from bumble.core import AdvertisingData
-from bumble.device import Device
+from bumble.device import Device, Peer
 from bumble.hci import Address
 from bumble.transport import open_transport
 
@@ -82,3 +83,27 @@ async def scan_for_service(device, service_uuid):
     address = await found
     await device.stop_scanning()
     return address
+
+
+def hold_default_mtu(device, mtu):
+    """With `mtu` the default (23), the device's GATT server answers a peer's Exchange MTU with 23
+    too, so that the link stays at 23 whichever side asks (call it in `prepare`)."""
+    if mtu == att.ATT_DEFAULT_MTU:
+        device.gatt_server.max_mtu = att.ATT_DEFAULT_MTU
+
+
+async def connect_to_service(device, service_uuid, mtu=att.ATT_DEFAULT_MTU):
+    """As a GATT client: scans for `service_uuid` (scan_for_service), connects and emits
+    "connected", exchanges the ATT MTU when `mtu` is above the default, and discovers the service
+    and its characteristics with Bumble's Peer. Returns the connection and the characteristics by
+    UUID; raises when the peer has no such service."""
+    address = await scan_for_service(device, service_uuid)
+    connection = await device.connect(address)
+    emit("connected")
+    peer = Peer(connection)
+    if mtu > att.ATT_DEFAULT_MTU:
+        await peer.request_mtu(mtu)
+    services = await peer.discover_service(service_uuid)
+    if not services:
+        raise RuntimeError(f"the peer has no service {service_uuid}")
+    return connection, {c.uuid: c for c in await services[0].discover_characteristics()}

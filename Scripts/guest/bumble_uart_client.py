@@ -29,7 +29,6 @@ import asyncio
 
 from bumble import att
 from bumble.core import UUID
-from bumble.device import Peer
 
 import bumble_peer
 from bumble_long_attribute_client import long_write
@@ -57,22 +56,8 @@ def main():
     args = parser.parse_args()
     args.name = "Bumble UART client"
 
-    def prepare(device):
-        if args.mtu == att.ATT_DEFAULT_MTU:
-            # The peripheral's bluetoothd asks for its MTU as a GATT client: answer 23.
-            device.gatt_server.max_mtu = att.ATT_DEFAULT_MTU
-
     async def run(device):
-        address = await bumble_peer.scan_for_service(device, NUS_SERVICE)
-        connection = await device.connect(address)
-        emit("connected")
-        peer = Peer(connection)
-        if args.mtu > att.ATT_DEFAULT_MTU:
-            await peer.request_mtu(args.mtu)
-        services = await peer.discover_service(NUS_SERVICE)
-        if not services:
-            raise RuntimeError("the peer has no Nordic UART Service")
-        found = {c.uuid: c for c in await services[0].discover_characteristics()}
+        connection, found = await bumble_peer.connect_to_service(device, NUS_SERVICE, args.mtu)
         rx, tx = found.get(NUS_RX), found.get(NUS_TX)
         if rx is None or tx is None:
             raise RuntimeError(f"RX or TX missing: found {list(found)}")
@@ -104,7 +89,8 @@ def main():
         await connection.disconnect()
         emit("disconnected")
 
-    bumble_peer.run(args, prepare, run)
+    # The peripheral's bluetoothd asks for its MTU as a GATT client: with --mtu 23 that is answered 23.
+    bumble_peer.run(args, lambda device: bumble_peer.hold_default_mtu(device, args.mtu), run)
 
 
 if __name__ == "__main__":

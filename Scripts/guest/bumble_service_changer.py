@@ -23,9 +23,10 @@ import argparse
 import asyncio
 import struct
 
-from bumble.core import UUID, AdvertisingData
+from bumble.core import UUID
 from bumble.gatt import Characteristic, CharacteristicValue, Service
 
+import bumble_faulty_server as peripheral
 import bumble_peer
 from bumble_peer import emit
 
@@ -75,13 +76,7 @@ def main():
         device.on("connection", on_connection)
 
     async def run(device):
-        device.advertising_data = bytes(AdvertisingData([
-            (AdvertisingData.FLAGS, bytes([AdvertisingData.LE_GENERAL_DISCOVERABLE_MODE_FLAG
-                                           | AdvertisingData.BR_EDR_NOT_SUPPORTED_FLAG])),
-            (AdvertisingData.COMPLETE_LIST_OF_128_BIT_SERVICE_CLASS_UUIDS, bytes(UUID(args.service))),
-        ]))
-        await device.start_advertising(auto_restart=False)
-        emit("advertising")
+        await peripheral.advertise(device, None, UUID(args.service))
         await was_read.wait()
         added = Service(UUID(args.added), [readable(UUID("5A1E0604-B1E2-4C00-9E00-000000000001"),
                                                  CharacteristicValue(read=on_added_read))])

@@ -24,30 +24,13 @@ extension EndToEndTests {
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4),
         arguments: [23, 517])
     func ourWritesFollowTheMTUOfABumbleServer(mtu: Int) async throws {
-        try await ExamplePeripheral.forgetKnownDevices()
-        let adapter = try #require(BumblePeer.adapters.first)
-        let delegate = E2ECentralDelegate()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: adapter))
-        try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        central.scanForPeripherals(withServices: [Self.bumbleMTUService])
-        try await waitUntil("scanning") { central.isScanning }
-        let bumble = try BumblePeer.start(
+        let link = try await BumbleCentralLink.connect(
             "bumble_mtu_server.py",
             [
                 "--service", "\(Self.bumbleMTUService)", "--characteristic", "\(Self.bumbleMTUValue)",
                 "--mtu", "\(mtu)", "--timeout", "200",
-            ])
-        try await bumble.waitForEvents("advertising", timeout: .seconds(90))
-        try await pollUntil("discovered", timeout: .seconds(60), diagnostics: bumble.diagnostics) {
-            delegate.discovered != nil
-        }
-        central.stopScan()
-        let peripheral = try #require(delegate.discovered)
-        let recorder = E2EPeripheralDelegate()
-        peripheral.delegate = recorder
-        central.connect(peripheral)
-        try await waitUntil("connected", timeout: .seconds(60)) { peripheral.state == .connected }
+            ], advertising: Self.bumbleMTUService)
+        let (peripheral, recorder, bumble) = (link.peripheral, link.recorder, link.bumble)
         peripheral.discoverServices([Self.bumbleMTUService])
         try await waitUntil("services", timeout: .seconds(60)) { recorder.count("services") == 1 }
         let service = try #require(peripheral.services?.first)
@@ -76,7 +59,7 @@ extension EndToEndTests {
         withKnownIssue("bluetoothd refuses WriteValue while the AcquireWrite socket is held") {
             #expect(recorder.errors.isEmpty, "\(recorder.errors)")
         }
-        central.cancelPeripheralConnection(peripheral)
+        link.central.cancelPeripheralConnection(peripheral)
         try await waitUntil("disconnected", timeout: .seconds(30)) { peripheral.state == .disconnected }
         #expect(bumble.events("error").isEmpty, "\(bumble.diagnostics())")
         _ = try await bumble.stop()

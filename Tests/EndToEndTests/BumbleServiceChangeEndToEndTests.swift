@@ -20,27 +20,14 @@ extension EndToEndTests {
     /// characteristic reads Bumble's value (09).
     @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
     func ourCentralHearsBumbleAddAService() async throws {
-        try await ExamplePeripheral.forgetKnownDevices()
-        let adapter = try #require(BumblePeer.adapters.first)
-        let delegate = E2ECentralDelegate()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: adapter))
-        try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        central.scanForPeripherals(withServices: [Self.bumbleChangingService])
-        try await waitUntil("scanning") { central.isScanning }
-        let bumble = try BumblePeer.start(
+        let link = try await BumbleCentralLink.connect(
             "bumble_service_changer.py",
-            ["--service", "\(Self.bumbleChangingService)", "--added", "\(Self.bumbleAddedService)", "--timeout", "200"])
-        try await bumble.waitForEvents("advertising", timeout: .seconds(90))
-        try await pollUntil("discovered", timeout: .seconds(60), diagnostics: bumble.diagnostics) {
-            delegate.discovered != nil
-        }
-        central.stopScan()
-        let peripheral = try #require(delegate.discovered)
-        let recorder = E2EPeripheralDelegate()
-        peripheral.delegate = recorder
-        central.connect(peripheral)
-        try await waitUntil("connected", timeout: .seconds(60)) { peripheral.state == .connected }
+            [
+                "--service", "\(Self.bumbleChangingService)", "--added", "\(Self.bumbleAddedService)",
+                "--timeout", "200",
+            ],
+            advertising: Self.bumbleChangingService)
+        let (peripheral, recorder, bumble) = (link.peripheral, link.recorder, link.bumble)
         peripheral.discoverServices(nil)
         try await waitUntil("services", timeout: .seconds(60)) { recorder.count("services") == 1 }
         let first = try #require(peripheral.services?.first { $0.uuid == Self.bumbleChangingService })
@@ -69,7 +56,7 @@ extension EndToEndTests {
         }
         #expect(recorder.errors.isEmpty, "\(recorder.errors)")
         try await bumble.waitForEvents("readAdded", timeout: .seconds(30))
-        central.cancelPeripheralConnection(peripheral)
+        link.central.cancelPeripheralConnection(peripheral)
         try await waitUntil("disconnected", timeout: .seconds(30)) { peripheral.state == .disconnected }
         try await pollUntil("Bumble exits", timeout: .seconds(30), diagnostics: bumble.diagnostics) {
             bumble.status != nil

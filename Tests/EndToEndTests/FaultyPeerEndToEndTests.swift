@@ -244,6 +244,47 @@ struct FaultyPeerLink {
     func diagnostics() -> String { "app: \(recorder.events.map(\.name))\n\(peer.diagnostics())" }
 }
 
+/// One of our centrals on the Bumble-backed adapter, connected to a Bumble peripheral that
+/// advertises a service; the central's delegate an ``E2ECentralDelegate``, the peripheral's an
+/// ``E2EPeripheralDelegate`` (``FaultyPeerLink`` is the same for the faulty peers, with a
+/// ``FaultRecorder``).
+struct BumbleCentralLink {
+    let central: CentralManager
+    let delegate: E2ECentralDelegate
+    let peripheral: Peripheral
+    let recorder: E2EPeripheralDelegate
+    let bumble: ExampleProgram
+
+    /// Scans for `service`, starts the Bumble peer `script` with `arguments`, and connects to it
+    /// once it advertises and the scan found it.
+    static func connect(_ script: String, _ arguments: [String], advertising service: BluetoothUUID)
+        async throws -> BumbleCentralLink
+    {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let adapter = try #require(BumblePeer.adapters.first)
+        let delegate = E2ECentralDelegate()
+        let central = CentralManager(
+            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: adapter))
+        try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { central.state == .poweredOn }
+        central.scanForPeripherals(withServices: [service])
+        try await waitUntil("scanning") { central.isScanning }
+        let bumble = try BumblePeer.start(script, arguments)
+        // Python importing Bumble in the emulated guest takes seconds, more on a busy host.
+        try await bumble.waitForEvents("advertising", timeout: .seconds(90))
+        try await pollUntil("discovered", timeout: .seconds(60), diagnostics: bumble.diagnostics) {
+            delegate.discovered != nil
+        }
+        central.stopScan()
+        let peripheral = try #require(delegate.discovered)
+        let recorder = E2EPeripheralDelegate()
+        peripheral.delegate = recorder
+        central.connect(peripheral)
+        try await waitUntil("connected", timeout: .seconds(60)) { peripheral.state == .connected }
+        return BumbleCentralLink(
+            central: central, delegate: delegate, peripheral: peripheral, recorder: recorder, bumble: bumble)
+    }
+}
+
 /// The central's and the peripheral's delegate at once: every callback, in order, with its error.
 extension FaultRecorder {
     /// Waits until the Bumble `peer` advertises and this recorder has discovered it (through

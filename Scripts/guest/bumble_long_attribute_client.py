@@ -112,7 +112,6 @@ def main():
         await connection.disconnect()
         emit("disconnected")
 
-    # The peripheral's bluetoothd asks for its MTU as a GATT client: with --mtu 23 that is answered 23.
     bumble_peer.run(args, lambda device: bumble_peer.hold_default_mtu(device, args.mtu), run)
 
 

@@ -87,7 +87,8 @@ async def scan_for_service(device, service_uuid):
 
 def hold_default_mtu(device, mtu):
     """With `mtu` the default (23), the device's GATT server answers a peer's Exchange MTU with 23
-    too, so that the link stays at 23 whichever side asks (call it in `prepare`)."""
+    too, so that the link stays at 23 whichever side asks (call it in `prepare`): a peripheral's
+    bluetoothd asks for its MTU as a GATT client of its own."""
     if mtu == att.ATT_DEFAULT_MTU:
         device.gatt_server.max_mtu = att.ATT_DEFAULT_MTU
 

@@ -22,7 +22,6 @@ import argparse
 import asyncio
 
 from bumble.core import UUID
-from bumble.device import Peer
 
 import bumble_peer
 from bumble_peer import emit
@@ -36,25 +35,19 @@ def main():
     bumble_peer.add_arguments(parser, address="F1:B0:00:00:00:10")
     args = parser.parse_args()
     args.name = "Bumble subscriber"
-    service_uuid = UUID(args.service)
     characteristic_uuid = UUID(args.characteristic)
+
     async def run(device):
-        address = await bumble_peer.scan_for_service(device, service_uuid)
-        connection = await device.connect(address)
-        emit("connected")
-        peer = Peer(connection)
-        services = await peer.discover_service(service_uuid)
-        if not services:
-            raise RuntimeError(f"the peer has no service {service_uuid}")
-        characteristics = await services[0].discover_characteristics([characteristic_uuid])
-        if not characteristics:
+        connection, found = await bumble_peer.connect_to_service(device, UUID(args.service))
+        characteristic = found.get(characteristic_uuid)
+        if characteristic is None:
             raise RuntimeError(f"the service has no characteristic {characteristic_uuid}")
         values = asyncio.Queue()
-        await characteristics[0].subscribe(values.put_nowait)
+        await characteristic.subscribe(values.put_nowait)
         emit("subscribed")
         for _ in range(args.count):
             emit("notify", value=bytes(await values.get()).hex())
-        await characteristics[0].unsubscribe()
+        await characteristic.unsubscribe()
         await connection.disconnect()
         emit("disconnected")
 

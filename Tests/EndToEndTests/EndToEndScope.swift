@@ -111,7 +111,8 @@ struct EndToEndScope: SuiteTrait, TestTrait, TestScoping {
         for program in started { program.stop() }
         // After the programs, whose agents leave with them.
         await DefaultAgentCheck.check(
-            test.name, logStart: logStart, asked: test.traits.contains { $0 is AsksForDefaultAgent })
+            test.name, logStart: logStart, asked: test.traits.contains { $0 is AsksForDefaultAgent },
+            bluetoothdRunning: !bluetoothdGone)
         if bluetoothdGone { await Self.startBluetoothdAgain() }
     }
 

@@ -36,54 +36,14 @@ A read on a link that is gone prints "error":"disconnected". A failure of the ru
 
 import argparse
 import asyncio
-import os
 
 from bumble.core import UUID, ProtocolError
 from bumble.device import Peer
-from bumble.pairing import PairingConfig, PairingDelegate
+from bumble.pairing import PairingConfig
 
 import bumble_peer
+from bumble_pairing import IO_CAPABILITIES, Judge
 from bumble_peer import emit
-
-IO_CAPABILITIES = {
-    "display-only": PairingDelegate.IoCapability.DISPLAY_OUTPUT_ONLY,
-    "display-yes-no": PairingDelegate.IoCapability.DISPLAY_OUTPUT_AND_YES_NO_INPUT,
-    "keyboard-only": PairingDelegate.IoCapability.KEYBOARD_INPUT_ONLY,
-    "no-input-no-output": PairingDelegate.IoCapability.NO_OUTPUT_NO_INPUT,
-}
-
-
-class Judge(PairingDelegate):
-    """Shows what a person at Bumble's side would see, as events; answers comparisons as told and
-    types the passkey the test writes to a file."""
-
-    def __init__(self, io_capability, accepts_comparison, passkey, passkey_file):
-        super().__init__(io_capability=io_capability)
-        self.accepts_comparison = accepts_comparison
-        self.passkey = passkey
-        self.passkey_file = passkey_file
-
-    async def generate_passkey(self):
-        return self.passkey if self.passkey is not None else await super().generate_passkey()
-
-    async def display_number(self, number, digits):
-        emit("passkey", number=number)
-
-    async def compare_numbers(self, number, digits):
-        emit("compare", number=number)
-        return self.accepts_comparison
-
-    async def get_number(self):
-        emit("passkeyAsked")
-        if not self.passkey_file:
-            return None  # nothing to type: the passkey asked of Bumble is refused
-        while not os.path.exists(self.passkey_file):
-            await asyncio.sleep(0.05)  # the test writes the file once our delegate was shown the passkey
-        with open(self.passkey_file, encoding="ascii") as file:
-            number = int(file.read().strip())
-        emit("passkeyEntered", number=number)
-        return number
-
 
 async def read(characteristic, connection):
     """Reads once: (ATT error code or "disconnected" or None, value as hex or None)."""

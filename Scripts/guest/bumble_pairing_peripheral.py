@@ -22,6 +22,7 @@ Run with the Bumble venv's python3 (BLUEZKIT_BUMBLE_PYTHON in the guest).
 Lines on standard output (JSON), besides those of bumble_faulty_server:
   {"event":"passkey","number":N}     Bumble shows N for the central's user to type (display_number)
   {"event":"compare","number":N}     Bumble shows N for a numeric comparison (compare_numbers)
+  {"event":"passkeyAsked"}           Bumble is asked to type a passkey, which it refuses
   {"event":"paired","authenticated":B,"sc":B}  Bumble's SMP completed; B: the keys are authenticated
   {"event":"pairingFailed","reason":CODE}      the pairing failed (SMP reason, either side's)
   {"event":"read","authenticated":B}           a read of the characteristic; answered 0x4D when B
@@ -33,43 +34,15 @@ import argparse
 from bumble.att import ATT_Error, ErrorCode
 from bumble.core import UUID
 from bumble.gatt import Characteristic, CharacteristicValue, Service
-from bumble.pairing import PairingConfig, PairingDelegate
+from bumble.pairing import PairingConfig
 
 import bumble_faulty_server as faulty
 import bumble_peer
+from bumble_pairing import IO_CAPABILITIES, Judge
 from bumble_peer import emit
 
 SERVICE_UUID = UUID("5A1E0E01-B1E2-4C00-9E00-000000000035")
 SECRET_UUID = UUID("5A1E0E02-B1E2-4C00-9E00-000000000035")
-
-IO_CAPABILITIES = {
-    "display-only": PairingDelegate.IoCapability.DISPLAY_OUTPUT_ONLY,
-    "display-yes-no": PairingDelegate.IoCapability.DISPLAY_OUTPUT_AND_YES_NO_INPUT,
-    "keyboard-only": PairingDelegate.IoCapability.KEYBOARD_INPUT_ONLY,
-    "no-input-no-output": PairingDelegate.IoCapability.NO_OUTPUT_NO_INPUT,
-}
-
-
-class Judge(PairingDelegate):
-    """Shows what a person at Bumble's side would see, as events, and answers comparisons as told."""
-
-    def __init__(self, io_capability, accepts_comparison, passkey):
-        super().__init__(io_capability=io_capability)
-        self.accepts_comparison = accepts_comparison
-        self.passkey = passkey
-
-    async def generate_passkey(self):
-        return self.passkey if self.passkey is not None else await super().generate_passkey()
-
-    async def display_number(self, number, digits):
-        emit("passkey", number=number)
-
-    async def compare_numbers(self, number, digits):
-        emit("compare", number=number)
-        return self.accepts_comparison
-
-    async def get_number(self):
-        return None  # this peer never types: a passkey asked of it is refused
 
 
 def main():

@@ -182,11 +182,7 @@ struct PairingJudgeLink {
         try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
         // The kernel pairs with the IO capability of bluetoothd's default agent: ours, with the
         // delegate's capability, before the link comes up.
-        try await waitUntil("our agent is registered", timeout: .seconds(30)) { manager.pairingAgent.isRegistered }
-        try await pollUntil("bluetoothd names our agent its default", timeout: .seconds(15)) {
-            DefaultAgentCheck.lines(from: logStart).last.map(DefaultAgentCheck.namesOurAgent) ?? false
-        }
-        #expect(manager.pairingAgent.ioCapability == delegate?.ioCapability ?? .noInputNoOutput)
+        try await DefaultAgentCheck.waitUntilDefault(manager.pairingAgent, since: logStart, delegate: delegate)
         manager.scanForPeripherals(withServices: [EndToEndTests.pairingJudgeService])
         try await waitUntil("scanning") { manager.isScanning }
         let peer = try BumblePeer.start("bumble_pairing_peripheral.py", arguments + ["--timeout", "200"])

@@ -189,11 +189,7 @@ struct PeripheralPairingLink {
         manager.pairingAgentDelegate = delegate
         try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
         // The kernel pairs with the IO capability of bluetoothd's default agent: ours.
-        try await waitUntil("our agent is registered", timeout: .seconds(30)) { manager.pairingAgent.isRegistered }
-        try await pollUntil("bluetoothd names our agent its default", timeout: .seconds(15)) {
-            DefaultAgentCheck.lines(from: logStart).last.map(DefaultAgentCheck.namesOurAgent) ?? false
-        }
-        #expect(manager.pairingAgent.ioCapability == delegate?.ioCapability ?? .noInputNoOutput)
+        try await DefaultAgentCheck.waitUntilDefault(manager.pairingAgent, since: logStart, delegate: delegate)
         let secret = MutableCharacteristic(
             type: EndToEndTests.peripheralPairingSecret, properties: [.read], value: nil,
             permissions: [.readEncryptionRequired])

@@ -1,3 +1,4 @@
+import BlueZKit
 import Foundation
 import TestSupport
 import Testing
@@ -47,6 +48,22 @@ enum DefaultAgentCheck {
         try? await pollUntil(
             "no BlueZKit agent is bluetoothd's default after \(test)", timeout: .seconds(15), diagnostics: lastLine,
             { !(lines(from: logStart).last.map(namesOurAgent) ?? false) })
+    }
+}
+
+extension DefaultAgentCheck {
+    /// Waits until `agent` (a manager's, created with `requestsDefaultPairingAgent`) is registered
+    /// and bluetoothd's log since `logStart` names it the default agent, and expects its IO
+    /// capability to be `delegate`'s (`NoInputNoOutput` without one): the kernel pairs with the
+    /// default agent's capability, so a pairing test must not start before.
+    static func waitUntilDefault(
+        _ agent: PairingAgent, since logStart: UInt64, delegate: (any PairingAgentDelegate)?
+    ) async throws {
+        try await waitUntil("our agent is registered", timeout: .seconds(30)) { agent.isRegistered }
+        try await pollUntil("bluetoothd names our agent its default", timeout: .seconds(15)) {
+            lines(from: logStart).last.map(namesOurAgent) ?? false
+        }
+        #expect(agent.ioCapability == delegate?.ioCapability ?? .noInputNoOutput)
     }
 }
 

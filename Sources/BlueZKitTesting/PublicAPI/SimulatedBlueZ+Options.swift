@@ -11,8 +11,9 @@ extension SimulatedBlueZ {
         /// Connected event: that event then finds the device connected and signals nothing
         /// (`device_add_connection`: "Device … is already connected"). It is a race; the ATT
         /// socket won in 5 of 7 runs on 5.66, 5.82 and 5.87 in the guest, the kernel's event once
-        /// on 5.82 and once on 5.87, and its signal then came before the reply (`ConnectConformance`). The property reads true when
-        /// the reply arrives either way, and `ServicesResolved` is still announced; links a
+        /// on 5.82 and once on 5.87, and its signal then came before the reply
+        /// (`ConnectConformance`). The property reads true when the reply arrives either way,
+        /// and `ServicesResolved` is still announced; links a
         /// simulated central makes to us are always signalled. The default, true, is the usual
         /// outcome and the one that catches a client waiting for the signal; false plays the
         /// other one (`Connected` signalled before the reply).

@@ -34,6 +34,14 @@ extension EndToEndTests {
         let state = try Self.stateDirectory()
         let arguments = ["--restore-id", "e2e-monitor"]
         let (first, peripheral) = try await Self.startExamples(centralArguments: arguments, state: state)
+        let identifier = try #require(first.events("connected").first?["id"] as? String)
+        // The state is written at most once a second (coalesced, as documented): kill only once
+        // the link and its subscription are in it (CI 2026-12-06 killed it 2 readings in, before
+        // the write after the scan's, and the relaunch found only the scan to restore).
+        try await pollUntil("the connection and its subscription saved", timeout: .seconds(20)) {
+            let text = Self.stateFilesText(in: state)
+            return text.contains(identifier) && text.contains("\"isNotifying\" : true")
+        }
         #expect(try await first.stop(signal: SIGKILL) == 128 + SIGKILL)
 
         let relaunched = try ExampleProgram(

@@ -54,7 +54,12 @@ struct HeartRateSensor {
     }
 }
 
-/// Adds the sensor, discovers it, connects and waits for `ServicesResolved`.
+/// Adds the sensor, discovers it, connects and waits for `ServicesResolved` and for every GATT
+/// object's `InterfacesAdded`.
+///
+/// bluetoothd sends `ServicesResolved` BEFORE the services' `InterfacesAdded` (as the simulator
+/// does), so a test that marks the signals right after `ServicesResolved` could, under load,
+/// find the first connection's exports in what follows its mark (seen under TSan in CI).
 @discardableResult
 func connectSensor(_ rig: Rig, _ sensor: HeartRateSensor = HeartRateSensor()) async throws -> HeartRateSensor {
     try rig.bluez.addPeripheral(sensor.peripheral)
@@ -66,6 +71,13 @@ func connectSensor(_ rig: Rig, _ sensor: HeartRateSensor = HeartRateSensor()) as
     try await rig.client.call(HeartRateSensor.path, deviceInterface, "Connect")
     _ = await rig.client.signals.expect(from: mark, "ServicesResolved") {
         $0.changes(HeartRateSensor.path, deviceInterface, "ServicesResolved", to: .bool(true))
+    }
+    let exported = try await rig.client.managedObjects().keys.filter { $0.hasPrefix(HeartRateSensor.path + "/") }
+    #expect(!exported.isEmpty, "the sensor's GATT objects are exported")
+    for path in exported {
+        _ = await rig.client.signals.expect(from: mark, "\(path) exported") {
+            $0.member == "InterfacesAdded" && $0.objectPath == path
+        }
     }
     return sensor
 }

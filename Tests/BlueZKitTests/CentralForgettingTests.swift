@@ -39,7 +39,9 @@ import Testing
         let delegate = Discoveries(keeps: keeps)
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
-        try await waitUntil("powered on") { central.state == .poweredOn }
+        try await pollUntil(
+            "powered on", timeout: .seconds(10), diagnostics: { "state \(central.state)" },
+            { central.state == .poweredOn })
         central.scanForPeripherals(withServices: nil, options: [CBCentralManagerScanOptionAllowDuplicatesKey: true])
         try await waitUntil("scanning") { central.isScanning }
         return (bluez, central, delegate)

@@ -110,7 +110,10 @@ struct CentralFixture {
             delegate: delegate, queue: delegate.queue,
             options: CentralManagerOptions(busAddress: bluez.busAddress, usesNotifySockets: usesNotifySockets))
         if waitForPower {
-            try await waitUntil("the central is powered on") { central.state == .poweredOn }
+            try await pollUntil(
+                "the central is powered on", timeout: .seconds(10),
+                diagnostics: { "state \(central.state), the delegate saw \(delegate.states)" },
+                { central.state == .poweredOn })
         }
         return CentralFixture(bluez: bluez, delegate: delegate, central: central)
     }

@@ -374,7 +374,7 @@ public final class SimulatedCentral: Sendable {
         core?.setApplicationNotifyHandler(target.key, address: address, nil)
         let deviceKey = SimulatorCore.deviceSocketKey(target.key, address: address)
         core?.setApplicationNotifyHandler(deviceKey, address: address, nil)
-        core?.closeApplicationNotifySocket(deviceKey)
+        core?.closeCentralNotifySocket(deviceKey, address: address)
         keptConfigurations.withLock { $0[target.key] = target }
     }
 
@@ -385,7 +385,7 @@ public final class SimulatedCentral: Sendable {
         let deviceKey = SimulatorCore.deviceSocketKey(target.key, address: address)
         core?.setApplicationNotifyHandler(deviceKey, address: address, nil)
         let count = core?.changeNotifyCount(target.key, by: -1) ?? 0
-        if core?.closeApplicationNotifySocket(deviceKey) == true { return }
+        if core?.closeCentralNotifySocket(deviceKey, address: address) == true { return }
         guard count == 0 else { return }
         if core?.closeApplicationNotifySocket(target.key) == true { return }
         _ = try? await target.connection.call(
@@ -394,7 +394,7 @@ public final class SimulatedCentral: Sendable {
 
     // MARK: Helpers
 
-    private var core: SimulatorCore? { coreReference.withLock { $0.core } }
+    var core: SimulatorCore? { coreReference.withLock { $0.core } }
 
     private func target(_ serviceUUID: String, _ characteristicUUID: String) throws(SimulatedATTError)
         -> SimulatorCore.CentralTarget

@@ -40,6 +40,7 @@ extension SimulatorCore {
     /// Starts reading the socket an application handed out for `key`; false when one is open already.
     func openApplicationNotifySocket(_ key: String, descriptor: UnixFileDescriptor) -> Bool {
         run {
+            if heldNotifySocketCloses.remove(key) != nil { closeApplicationNotifySocket(key) }
             guard applicationNotifySockets[key] == nil else { return false }
             let fd = descriptor.take()
             let source = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
@@ -60,6 +61,7 @@ extension SimulatorCore {
             }
             applicationNotifySockets[key] = source
             applicationNotifyDescriptors[key] = fd
+            if stalledNotifyCentrals.contains(where: { key.hasSuffix(" " + $0) }) { source.setEnabled(false) }
             return true
         }
     }

@@ -127,6 +127,7 @@ extension SimulatorCore {
         applicationNotifySockets = [:]
         applicationNotifyDescriptors = [:]
         applicationNotifyHandlers = [:]
+        heldNotifySocketCloses = []
         advertisements = []
         monitorApps = []
         for mirror in advertisingMirrors.values { mirror.attachment.withLock { $0.isInRange = false } }

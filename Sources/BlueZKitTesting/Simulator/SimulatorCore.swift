@@ -59,6 +59,10 @@ final class SimulatorCore: @unchecked Sendable {
     var applicationNotifyDescriptors: [String: Int32] = [:]
     /// What each subscribed central does with a value read from such a socket, by key and address.
     var applicationNotifyHandlers: [String: [String: @Sendable ([UInt8]) -> Void]] = [:]
+    /// Addresses of centrals whose notify sockets bluetoothd does not read (a stall, 5.82).
+    var stalledNotifyCentrals: Set<String> = []
+    /// Sockets of stalled centrals whose closing waits for the stall to end, by key.
+    var heldNotifySocketCloses: Set<String> = []
     /// Advertisements registered (or being registered) with `LEAdvertisingManager1`, oldest first.
     var advertisements: [AdvertisementRegistration] = []
     /// Advertisement monitor roots registered with `AdvertisementMonitorManager1`, oldest first.

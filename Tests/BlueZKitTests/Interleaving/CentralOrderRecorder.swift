@@ -7,13 +7,15 @@ import Locking
 /// calls for one peripheral come in a valid order, reporting the first that does not to the ledger.
 ///
 /// Valid order: no second `didConnect` without an end of the link between; no
-/// `didDisconnectPeripheral` or `didFailToConnect` without a `didConnect` or a connection request
-/// since the last end; no value of a characteristic whose unsubscription completed, until it is
-/// subscribed again.
+/// `didDisconnectPeripheral` or `didFailToConnect` for a peripheral this manager never connected
+/// nor was asked to connect; no value of a characteristic after `didUpdateNotificationState`
+/// reported it unsubscribed, until one reports it subscribed again. (Only what the delegate
+/// queue sees is compared, so the rules do not depend on when the run's task made its calls.)
 final class CentralOrderRecorder: CentralManagerDelegate, PeripheralDelegate, Sendable {
     private struct Link: Sendable {
         var connected = false
-        var requested = false
+        /// Connected once, or asked to connect, by this manager.
+        var known = false
     }
 
     private struct State: Sendable {
@@ -39,12 +41,7 @@ final class CentralOrderRecorder: CentralManagerDelegate, PeripheralDelegate, Se
 
     /// The app asked to connect to `peripheral` (before the call).
     func connectRequested(_ peripheral: Peripheral) {
-        state.withLock { $0.links[peripheral.identifier, default: Link()].requested = true }
-    }
-
-    /// The app asked for notifications of `uuid` (before the call).
-    func subscribeRequested(_ uuid: BluetoothUUID) {
-        _ = state.withLock { $0.unsubscribed.remove(uuid) }
+        state.withLock { $0.links[peripheral.identifier, default: Link()].known = true }
     }
 
     /// The last delegate calls, oldest first (for a failure's report).
@@ -65,7 +62,7 @@ final class CentralOrderRecorder: CentralManagerDelegate, PeripheralDelegate, Se
         guard peripheral.address == watchedAddress else { return }
         note("didConnect")
         let twice = state.withLock { state in
-            defer { state.links[peripheral.identifier] = Link(connected: true, requested: false) }
+            defer { state.links[peripheral.identifier] = Link(connected: true, known: true) }
             return state.links[peripheral.identifier]?.connected == true
         }
         if twice { violate("didConnect while the peripheral was connected already") }
@@ -75,11 +72,11 @@ final class CentralOrderRecorder: CentralManagerDelegate, PeripheralDelegate, Se
         guard peripheral.address == watchedAddress else { return }
         note("didFailToConnect \(error.map { "\($0)" } ?? "nil")")
         let link = state.withLock { state in
-            defer { state.links[peripheral.identifier] = Link() }
+            defer { state.links[peripheral.identifier]?.connected = false }
             return state.links[peripheral.identifier] ?? Link()
         }
         if link.connected { violate("didFailToConnect while connected") }
-        if !link.connected && !link.requested { violate("didFailToConnect without a connection request") }
+        if !link.known { violate("didFailToConnect for a peripheral never asked to connect") }
     }
 
     func centralManager(
@@ -88,12 +85,10 @@ final class CentralOrderRecorder: CentralManagerDelegate, PeripheralDelegate, Se
         guard peripheral.address == watchedAddress else { return }
         note("didDisconnectPeripheral \(error.map { "\($0)" } ?? "nil")")
         let link = state.withLock { state in
-            defer { state.links[peripheral.identifier] = Link() }
+            defer { state.links[peripheral.identifier]?.connected = false }
             return state.links[peripheral.identifier] ?? Link()
         }
-        if !link.connected && !link.requested {
-            violate("didDisconnectPeripheral without didConnect or a connection request since the last end")
-        }
+        if !link.known { violate("didDisconnectPeripheral for a peripheral never connected nor asked to connect") }
     }
 
     func peripheral(
@@ -101,14 +96,20 @@ final class CentralOrderRecorder: CentralManagerDelegate, PeripheralDelegate, Se
     ) {
         let notifying = characteristic.isNotifying
         note("didUpdateNotificationState \(characteristic.uuid) \(notifying) \(error.map { "\($0)" } ?? "nil")")
-        guard error == nil, !notifying else { return }
-        _ = state.withLock { $0.unsubscribed.insert(characteristic.uuid) }
+        guard error == nil else { return }
+        state.withLock { state in
+            if notifying {
+                state.unsubscribed.remove(characteristic.uuid)
+            } else {
+                state.unsubscribed.insert(characteristic.uuid)
+            }
+        }
     }
 
     func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?) {
         note("didUpdateValue \(characteristic.uuid) \(error == nil ? "ok" : "error")")
         guard error == nil, state.withLock({ $0.unsubscribed.contains(characteristic.uuid) }) else { return }
-        violate("a value of \(characteristic.uuid) after its unsubscription completed")
+        violate("a value of \(characteristic.uuid) after didUpdateNotificationState reported it unsubscribed")
     }
 
     func peripheral(_ peripheral: Peripheral, didWriteValueFor characteristic: Characteristic, error: (any Error)?) {

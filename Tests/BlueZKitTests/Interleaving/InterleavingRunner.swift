@@ -11,12 +11,16 @@ enum InterleavingRunner {
 
     static func run(_ steps: [InterleavingStep]) async throws -> Outcome? {
         let world = try await InterleavingWorld.make()
-        defer { world.tearDown() }
         for (index, step) in steps.enumerated() {
             await world.perform(step)
-            if let violation = world.checkAfterStep() { return Outcome(violation: violation, step: index) }
+            if let violation = world.checkAfterStep() {
+                await world.tearDown()
+                return Outcome(violation: violation, step: index)
+            }
         }
-        return await world.quiesce().map { Outcome(violation: $0, step: nil) }
+        let outcome = await world.quiesce().map { Outcome(violation: $0, step: nil) }
+        await world.tearDown()
+        return outcome
     }
 
     /// Runs `seed` under `profile`; on a violation, returns the report with a shrunk replay.

@@ -96,6 +96,12 @@ import Testing
             for profile in profiles where ContinuousClock.now < deadline {
                 runs += 1
                 let started = ContinuousClock.now
+                // Unbuffered, so that a crash still names its seed.
+                FileHandle.standardError.write(Data("soak: seed \(seed) \(profile) starts\n".utf8))
+                if environment["BLUEZKIT_SOAK_PRINT_STEPS"] != nil {
+                    print("soak: seed \(seed) \(profile) steps:")
+                    for step in profile.steps(seed: seed) { print("  \(step)") }
+                }
                 if let report = try await InterleavingRunner.check(
                     seed: seed, profile: profile, shrinkAttempts: shrinkAttempts)
                 {

@@ -117,7 +117,6 @@ extension InterleavingWorld {
             peripheral.writeValue(Data([0x01]), for: command, type: .withoutResponse)
         case .notificationsStream:
             guard let measurement = characteristic(Self.measurementUUID) else { return }
-            recorder.subscribeRequested(Self.measurementUUID)
             let values = peripheral.notifications(of: measurement)
             let id = consume("notifications(of: 2A37)", role: .central) {
                 do { for try await _ in values {} } catch {}

@@ -104,13 +104,18 @@ final class InterleavingWorld {
         return InterleavingWorld(bluez: bluez, sensor: sensor, measurement: measurement, answers: answers)
     }
 
-    /// Ends every task and stops the simulator.
-    func tearDown() {
+    /// Ends every task, releases the managers (waiting a little for them to go, so that they
+    /// close their bus connections themselves), and stops the simulator.
+    func tearDown() async {
         for task in calls.values { task.cancel() }
         for task in streams.values { task.cancel() }
         for task in centralDrains { task.cancel() }
+        let managers = [central.map { Weak($0) }, peripheralManager.map { Weak($0) }].compactMap { $0 }
         central = nil
         peripheralManager = nil
+        sensorPeripheral = nil
+        discovered.withLock { $0.removeAll() }
+        _ = await BoundedWait.poll(.seconds(1)) { managers.allSatisfy { $0.object == nil } }
         bluez.stop()
     }
 

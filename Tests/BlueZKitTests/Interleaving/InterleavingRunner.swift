@@ -23,8 +23,14 @@ enum InterleavingRunner {
         return outcome
     }
 
-    /// Runs `seed` under `profile`; on a violation, returns the report with a shrunk replay.
-    static func check(seed: UInt64, profile: InterleavingProfile, shrinkAttempts: Int = 12) async throws -> String? {
+    /// A broken invariant and the report a failure prints.
+    struct Finding: Sendable {
+        let invariant: InterleavingInvariant
+        let report: String
+    }
+
+    /// Runs `seed` under `profile`; on a violation, returns it with a report and a shrunk replay.
+    static func check(seed: UInt64, profile: InterleavingProfile, shrinkAttempts: Int = 12) async throws -> Finding? {
         let steps = profile.steps(seed: seed)
         guard let outcome = try await run(steps) else { return nil }
         let invariant = outcome.violation.invariant
@@ -33,7 +39,9 @@ enum InterleavingRunner {
         let shrunk = await StepShrinker.shrink(prefix, attempts: shrinkAttempts) { candidate in
             (try? await run(candidate))?.violation.invariant == invariant
         }
-        return report(seed: seed, profile: profile, outcome: outcome, steps: steps, replay: shrunk)
+        return Finding(
+            invariant: invariant,
+            report: report(seed: seed, profile: profile, outcome: outcome, steps: steps, replay: shrunk))
     }
 
     static func report(

@@ -7,35 +7,67 @@ import Testing
     struct Seed: Sendable, CustomTestStringConvertible {
         let seed: UInt64
         let profile: InterleavingProfile
-        /// The issue-36 bug this seed finds on the code before its fix, if any.
-        let knownIssue: String?
+        /// The issue-36 bug this seed finds on the code before its fix, and the invariant it breaks.
+        let knownIssue: (bug: String, invariant: InterleavingInvariant)?
 
-        init(_ seed: UInt64, _ profile: InterleavingProfile, knownIssue: String? = nil) {
+        init(_ seed: UInt64, _ profile: InterleavingProfile, knownIssue: (String, InterleavingInvariant)? = nil) {
             self.seed = seed
             self.profile = profile
             self.knownIssue = knownIssue
         }
 
-        var testDescription: String { "\(seed) \(profile)" + (knownIssue.map { " (\($0.prefix(18)))" } ?? "") }
+        var testDescription: String { "seed \(seed) \(profile)" + (knownIssue.map { " (\($0.bug.prefix(17)))" } ?? "") }
     }
 
-    /// Seeds that break no invariant, one or more per profile.
-    static let holding: [Seed] = []
+    /// Seeds that break no invariant, one or more per profile (shrinks are cheap when they hold).
+    static let holding: [Seed] = [
+        Seed(1, .mixed), Seed(100, .cancellation), Seed(1, .advertising), Seed(2, .advertising),
+        Seed(1, .notifySockets), Seed(2, .notifySockets), Seed(7, .writes), Seed(10, .writes), Seed(403, .release),
+        Seed(404, .release),
+    ]
 
-    /// Seeds that find issue 36's bugs. Each check is a known issue until its fix lands: then
-    /// "known issue was not recorded" fails the test, and the wrapper goes.
-    static let findingIssue36: [Seed] = []
+    /// Seeds that find issue 36's bugs on the code before their fixes (each also given as the
+    /// minimal replay its report prints). The check of each is a known issue until its fix lands:
+    /// then "known issue was not recorded" fails the test, and its wrapper goes (the seed moves
+    /// to `holding`). Another invariant broken instead fails at once.
+    static let findingIssue36: [Seed] = [
+        // disconnect(from:); sensor out of range; connect(to:) in a cancelled task.
+        Seed(205, .cancellation, knownIssue: ("issue 36 bug 1: connect(to:) in a cancelled task", .callEnds)),
+        // connect, discover; ReadValue never answered; readValue(of:) in a cancelled task.
+        Seed(255, .cancellation, knownIssue: ("issue 36 bug 1: readValue(of:) in a cancelled task", .callEnds)),
+        // RegisterAdvertisement answered 293 ms late; startAdvertising; stopAdvertising.
+        Seed(16, .advertising, knownIssue: ("issue 36 bug 2: stopAdvertising while registering", .advertisingAgrees)),
+        // add; central 0 subscribes; its socket stalls; updateValue until refused; its link drops.
+        Seed(24, .notifySockets, knownIssue: ("issue 36 bug 3: a full socket's link closed", .updateValueLive)),
+        // discoveries(); release the central manager.
+        Seed(2, .mixed, knownIssue: ("issue 36 bug 4: discoveries() after release", .releaseEnds)),
+        // connect, discover, notifications(of:), a value; release the central manager.
+        Seed(301, .release, knownIssue: ("issue 36 bug 4: notifications(of:) after release", .releaseEnds)),
+        // requests(); release the peripheral manager.
+        Seed(1, .release, knownIssue: ("issue 36 bug 4: requests() after release", .releaseEnds)),
+        // connect, discover; two writes at once, the first answered ATT 0x0E, the second ok.
+        Seed(6, .writes, knownIssue: ("issue 36 bug 5: write results to the wrong caller", .ownResult)),
+    ]
+
+    /// How many replays a fixed seed's failure is shrunk with (each failing replay waits out a bound).
+    static let fixedShrinkAttempts = 6
 
     @Test(arguments: holding) func seedHolds(_ seed: Seed) async throws {
-        if let report = try await InterleavingRunner.check(seed: seed.seed, profile: seed.profile) {
-            Issue.record(Comment(rawValue: report))
-        }
+        let finding = try await InterleavingRunner.check(
+            seed: seed.seed, profile: seed.profile, shrinkAttempts: Self.fixedShrinkAttempts)
+        if let finding { Issue.record(Comment(rawValue: finding.report)) }
     }
 
     @Test(arguments: findingIssue36) func seedFindsIssue36Bug(_ seed: Seed) async throws {
-        let report = try await InterleavingRunner.check(seed: seed.seed, profile: seed.profile)
-        withKnownIssue(Comment(rawValue: seed.knownIssue ?? "")) {
-            if let report { Issue.record(Comment(rawValue: report)) }
+        let known = try #require(seed.knownIssue)
+        let finding = try await InterleavingRunner.check(
+            seed: seed.seed, profile: seed.profile, shrinkAttempts: Self.fixedShrinkAttempts)
+        if let finding, finding.invariant != known.invariant {
+            Issue.record(Comment(rawValue: "expected \(known.invariant) (\(known.bug)), found:\n\(finding.report)"))
+            return
+        }
+        withKnownIssue(Comment(rawValue: known.bug)) {
+            if let finding { Issue.record(Comment(rawValue: finding.report)) }
         }
     }
 
@@ -103,7 +135,7 @@ import Testing
                     for step in profile.steps(seed: seed) { print("  \(step)") }
                 }
                 if let report = try await InterleavingRunner.check(
-                    seed: seed, profile: profile, shrinkAttempts: shrinkAttempts)
+                    seed: seed, profile: profile, shrinkAttempts: shrinkAttempts)?.report
                 {
                     failures += 1
                     print("SOAK FAILURE\n\(report)\n")

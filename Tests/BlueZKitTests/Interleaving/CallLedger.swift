@@ -77,6 +77,13 @@ final class CallLedger: Sendable {
     /// Calls (not streams) that have not ended.
     var openCalls: [Entry] { state.withLock { $0.entries.filter { !$0.isStream && $0.ended == nil } } }
 
+    /// Every call and stream with its outcome, in the order they started (for tracing a run).
+    var trace: [String] {
+        state.withLock { state in
+            state.entries.map { "\($0.what) [\($0.role) #\($0.generation)]: \($0.outcome ?? "open")" }
+        }
+    }
+
     /// Whether call `id` has ended.
     func hasEnded(_ id: Int) -> Bool { state.withLock { $0.entries[id].ended != nil } }
 }

@@ -18,15 +18,16 @@ import Testing
         Replay(
             name: "bug 1: a held read cancelled once started",
             steps: [
-                .connectAsync(.never), .discoverAsync(.never), .holdNext(.readValue),
+                .connectAsync(.never), .settle, .discoverAsync(.never), .holdNext(.readValue),
                 .readAsync(.after(milliseconds: 20)),
             ]),
-        Replay(name: "bug 2: stop after the registration", steps: [.addService, .startAdvertising, .stopAdvertising]),
+        Replay(
+            name: "bug 2: stop after the registration",
+            steps: [.addService, .startAdvertising, .settle, .stopAdvertising]),
         Replay(
             name: "bug 2: a late registration, stopped after it",
             steps: [
-                .delayNext(.registerAdvertisement, milliseconds: 150), .startAdvertising, .pause(milliseconds: 300),
-                .stopAdvertising,
+                .delayNext(.registerAdvertisement, milliseconds: 150), .startAdvertising, .settle, .stopAdvertising,
             ]),
         Replay(
             name: "bug 3: the full central resumes",
@@ -42,14 +43,17 @@ import Testing
             ]),
         Replay(
             name: "bug 4: release with nothing open",
-            steps: [.connectAsync(.never), .discoverAsync(.never), .releaseCentral, .releasePeripheralManager]),
+            steps: [
+                .connectAsync(.never), .settle, .discoverAsync(.never), .settle, .releaseCentral,
+                .releasePeripheralManager,
+            ]),
         Replay(name: "bug 4: streams of a manager kept", steps: [.discoveriesStream, .requestsStream]),
         Replay(
             name: "bug 5: one write answered 0x0E",
-            steps: [.connectAsync(.never), .discoverAsync(.never), .writesAsync([0x0E])]),
+            steps: [.connectAsync(.never), .settle, .discoverAsync(.never), .settle, .writesAsync([0x0E])]),
         Replay(
             name: "bug 5: writes answered at once",
-            steps: [.connectAsync(.never), .discoverAsync(.never), .writesAsync([0x80, 0, 0x81, 0])]),
+            steps: [.connectAsync(.never), .settle, .discoverAsync(.never), .settle, .writesAsync([0x80, 0, 0x81, 0])]),
     ]
 
     @Test(arguments: replays) func holds(_ replay: Replay) async throws {

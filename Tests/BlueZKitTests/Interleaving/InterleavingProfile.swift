@@ -24,9 +24,10 @@ enum InterleavingProfile: String, CaseIterable, Sendable, CustomStringConvertibl
 
     var prologue: [InterleavingStep] {
         switch self {
-        case .mixed, .cancellation, .release, .writes: [.connectAsync(.never), .discoverAsync(.never)]
-        case .advertising: [.addService]
-        case .notifySockets: [.addService, .centralSubscribes(0), .centralSubscribes(1)]
+        case .mixed, .cancellation, .release, .writes:
+            [.connectAsync(.never), .settle, .discoverAsync(.never), .settle]
+        case .advertising: [.addService, .settle]
+        case .notifySockets: [.addService, .settle, .centralSubscribes(0), .centralSubscribes(1)]
         }
     }
 

@@ -19,6 +19,9 @@ enum InterleavingRunner {
             }
         }
         let outcome = await world.quiesce().map { Outcome(violation: $0, step: nil) }
+        if ProcessInfo.processInfo.environment["BLUEZKIT_INTERLEAVING_TRACE"] != nil {
+            print("interleaving trace:\n" + world.ledger.trace.map { "  " + $0 }.joined(separator: "\n"))
+        }
         await world.tearDown()
         return outcome
     }

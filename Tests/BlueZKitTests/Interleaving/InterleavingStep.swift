@@ -71,6 +71,9 @@ enum InterleavingStep: Hashable, Sendable, CustomStringConvertible {
     case resumeCentral(Int)
     /// Lets what is under way go on for a while (bounded).
     case pause(milliseconds: Int)
+    /// Waits until every call started so far ended (at most 10 s, scaled): what the next steps
+    /// build on is done, however loaded the machine is.
+    case settle
 
     var description: String {
         switch self {
@@ -112,6 +115,7 @@ enum InterleavingStep: Hashable, Sendable, CustomStringConvertible {
         case .stallCentral(let index): "fault: simulated central \(index)'s notify sockets fill up (stall)"
         case .resumeCentral(let index): "simulated central \(index)'s notify sockets drain again"
         case .pause(let milliseconds): "let things run \(milliseconds) ms"
+        case .settle: "wait until the calls started so far ended"
         }
     }
 }

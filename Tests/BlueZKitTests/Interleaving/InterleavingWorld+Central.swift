@@ -26,7 +26,7 @@ extension InterleavingWorld {
             centralRecorder = recorder
         }
         guard let central, let centralRecorder,
-            await BoundedWait.poll(.seconds(3), { central.state == .poweredOn })
+            await BoundedWait.poll(.seconds(15), { central.state == .poweredOn })
         else { return nil }
         if let sensorIdentifier, let known = central.retrievePeripherals(withIdentifiers: [sensorIdentifier]).first {
             sensorPeripheral = known
@@ -41,10 +41,14 @@ extension InterleavingWorld {
 
     private static func findSensor(_ central: CentralManager, _ sensor: SimulatedPeripheral) async -> Peripheral? {
         let found = PosixMutex<Peripheral?>(nil)
-        let reader = Task { await firstSensor(in: central.discoveries(), into: found) }
+        // The stream exists before the scan starts: the sensor is reported once, as discovery starts.
+        let discoveries = central.discoveries()
+        let reader = Task { await firstSensor(in: discoveries, into: found) }
         central.scanForPeripherals(withServices: nil)
-        sensor.advertise()
-        _ = await BoundedWait.poll(.seconds(1)) { found.withLock { $0 } != nil }
+        _ = await BoundedWait.poll(.seconds(10)) {
+            sensor.advertise()
+            return found.withLock { $0 } != nil
+        }
         reader.cancel()
         central.stopScan()
         return found.withLock { $0 }

@@ -37,12 +37,16 @@ extension InterleavingWorld {
         case .powerCycle:
             await powerCycle()
         case .delayNext(let method, let milliseconds):
+            // The calls already made reach bluetoothd first: the fault goes to a call made later.
+            await settle(.milliseconds(500))
             bluez.inject(.delay(.milliseconds(milliseconds)), for: Self.simulatedMethod(method))
         case .failNext(let method):
+            await settle(.milliseconds(500))
             bluez.inject(
                 .error(name: "org.bluez.Error.Failed", message: "Operation failed (injected)"),
                 for: Self.simulatedMethod(method))
         case .holdNext(let method):
+            await settle(.milliseconds(500))
             bluez.inject(.noReply, for: Self.simulatedMethod(method))
         case .stallCentral(let index):
             guard index < centrals.count else { return }
@@ -54,9 +58,18 @@ extension InterleavingWorld {
             centralModels[index].stalled = false
         case .pause(let milliseconds):
             await BoundedWait.pace(.milliseconds(milliseconds))
+        case .settle:
+            await settle(.seconds(10))
         default:
             break
         }
+    }
+
+    /// Waits until every call started so far ended, at most `bound` (scaled); calls that wait
+    /// for ever (a held reply, a peripheral out of range) only cost the bound.
+    func settle(_ bound: Duration) async {
+        let ledger = self.ledger
+        _ = await BoundedWait.poll(bound) { ledger.openCalls.isEmpty }
     }
 
     /// The adapter powers off (links drop, managers see `poweredOff`), then on again.

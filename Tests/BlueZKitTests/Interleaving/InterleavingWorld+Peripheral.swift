@@ -37,7 +37,7 @@ extension InterleavingWorld {
             advertisingWanted = nil
         }
         guard let peripheralManager, let peripheralRecorder,
-            await BoundedWait.poll(.seconds(3), { peripheralManager.state == .poweredOn })
+            await BoundedWait.poll(.seconds(15), { peripheralManager.state == .poweredOn })
         else { return nil }
         return (peripheralManager, peripheralRecorder)
     }

@@ -131,7 +131,7 @@ final class InterleavingWorld {
             .releasePeripheralManager:
             await performPeripheral(step)
         case .sensorNotifies, .sensorInRange, .sensorDropsLink, .restartBluetoothd, .powerCycle, .delayNext,
-            .failNext, .holdNext, .stallCentral, .resumeCentral, .pause:
+            .failNext, .holdNext, .stallCentral, .resumeCentral, .pause, .settle:
             await performFault(step)
         }
     }

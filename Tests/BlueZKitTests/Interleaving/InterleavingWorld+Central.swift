@@ -30,7 +30,8 @@ extension InterleavingWorld {
         else { return nil }
         if let sensorIdentifier, let known = central.retrievePeripherals(withIdentifiers: [sensorIdentifier]).first {
             sensorPeripheral = known
-        } else {
+        } else if sensor.isInRange {
+            // Out of range, a scan finds nothing: the central steps wait until a step brings it back.
             sensorPeripheral = await Self.findSensor(central, sensor)
         }
         guard let sensorPeripheral else { return nil }

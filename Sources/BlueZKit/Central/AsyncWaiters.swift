@@ -37,6 +37,9 @@ final class AsyncWaiters: Sendable {
         /// Writes with response in flight, per characteristic or descriptor, oldest first: each
         /// result (`didWriteValueFor`) answers the oldest. nil for a write no task waits for.
         var writes: [Key: [Waiter<Void>?]] = [:]
+        /// The waits whose task was cancelled, until they end (``AsyncWaiters/endWait(id:)``): a
+        /// cancel can land before its wait is registered, and the registration then ends it.
+        var cancelledWaits: Set<UInt64> = []
     }
 
     private let state = PosixMutex(State())
@@ -54,60 +57,99 @@ final class AsyncWaiters: Sendable {
 
     // MARK: Waiting
 
-    func waitForConnection(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
-        state.withLock { $0.connects[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
-    }
-
-    func waitForRead(of characteristic: Characteristic, id: UInt64, _ c: CheckedContinuation<Data, any Error>) {
-        state.withLock {
-            $0.reads[Key(characteristic), default: []].append(Waiter(id: id, continuation: c))
-            valuesAwaited.store(true, ordering: .releasing)
+    /// Registers a wait on `key` in `table`, or, when its task was cancelled before, ends it
+    /// with `CancellationError`. Returns whether it waits (only then may its request go out).
+    @discardableResult
+    private func register<Value: Sendable>(
+        _ id: UInt64, _ c: CheckedContinuation<Value, any Error>, on key: Key,
+        in table: WritableKeyPath<State, [Key: [Waiter<Value>]]>, awaitingValues: Bool = false
+    ) -> Bool {
+        let registered = state.withLock { state in
+            guard !state.cancelledWaits.contains(id) else { return false }
+            state[keyPath: table][key, default: []].append(Waiter(id: id, continuation: c))
+            if awaitingValues { valuesAwaited.store(true, ordering: .releasing) }
+            return true
         }
+        if !registered { c.resume(throwing: CancellationError()) }
+        return registered
     }
 
-    func waitForServices(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<[Service], any Error>) {
-        state.withLock { $0.services[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    /// The wait `id` is over (its continuation resumed): forgets that its task was cancelled.
+    func endWait(id: UInt64) {
+        state.withLock { _ = $0.cancelledWaits.remove(id) }
     }
 
+    @discardableResult
+    func waitForConnection(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) -> Bool {
+        register(id, c, on: Key(peripheral), in: \.connects)
+    }
+
+    @discardableResult
+    func waitForRead(of characteristic: Characteristic, id: UInt64, _ c: CheckedContinuation<Data, any Error>) -> Bool {
+        register(id, c, on: Key(characteristic), in: \.reads, awaitingValues: true)
+    }
+
+    @discardableResult
+    func waitForServices(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<[Service], any Error>) -> Bool
+    {
+        register(id, c, on: Key(peripheral), in: \.services)
+    }
+
+    @discardableResult
     func waitForCharacteristics(
         of service: Service, id: UInt64, _ c: CheckedContinuation<[Characteristic], any Error>
-    ) {
-        state.withLock { $0.characteristics[Key(service), default: []].append(Waiter(id: id, continuation: c)) }
+    ) -> Bool {
+        register(id, c, on: Key(service), in: \.characteristics)
     }
 
-    func waitForRead(of descriptor: Descriptor, id: UInt64, _ c: CheckedContinuation<Data, any Error>) {
-        state.withLock { $0.descriptorReads[Key(descriptor), default: []].append(Waiter(id: id, continuation: c)) }
+    @discardableResult
+    func waitForRead(of descriptor: Descriptor, id: UInt64, _ c: CheckedContinuation<Data, any Error>) -> Bool {
+        register(id, c, on: Key(descriptor), in: \.descriptorReads)
     }
 
-    func waitForRSSI(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Int, any Error>) {
-        state.withLock { $0.rssiReads[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    @discardableResult
+    func waitForRSSI(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Int, any Error>) -> Bool {
+        register(id, c, on: Key(peripheral), in: \.rssiReads)
     }
 
-    func waitForIncludedServices(of service: Service, id: UInt64, _ c: CheckedContinuation<[Service], any Error>) {
-        state.withLock { $0.includedServices[Key(service), default: []].append(Waiter(id: id, continuation: c)) }
+    @discardableResult
+    func waitForIncludedServices(of service: Service, id: UInt64, _ c: CheckedContinuation<[Service], any Error>)
+        -> Bool
+    {
+        register(id, c, on: Key(service), in: \.includedServices)
     }
 
+    @discardableResult
     func waitForDescriptors(
         of characteristic: Characteristic, id: UInt64, _ c: CheckedContinuation<[Descriptor], any Error>
-    ) {
-        state.withLock { $0.descriptors[Key(characteristic), default: []].append(Waiter(id: id, continuation: c)) }
+    ) -> Bool {
+        register(id, c, on: Key(characteristic), in: \.descriptors)
     }
 
-    func waitForDisconnection(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
-        state.withLock { $0.disconnects[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+    @discardableResult
+    func waitForDisconnection(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>)
+        -> Bool
+    {
+        register(id, c, on: Key(peripheral), in: \.disconnects)
     }
 
     /// On the bus queue, right after a write without response was queued and found that writes
     /// wait: the next `readyToSendWriteWithoutResponse` resumes it.
     func waitForWriteRoom(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
-        state.withLock { $0.writeRoom[Key(peripheral), default: []].append(Waiter(id: id, continuation: c)) }
+        register(id, c, on: Key(peripheral), in: \.writeRoom)
     }
 
     /// A write with response to `attribute` (a characteristic or descriptor) is about to go out,
     /// with the task waiting for its result or none. On the bus queue, right before the write:
     /// results come in the order of the writes, so each answers the oldest entry.
     func writeStarts(to attribute: AnyObject, id: UInt64, _ c: CheckedContinuation<Void, any Error>?) {
-        state.withLock { $0.writes[Key(attribute), default: []].append(c.map { Waiter(id: id, continuation: $0) }) }
+        let cancelled = state.withLock { state in
+            let cancelled = c != nil && state.cancelledWaits.contains(id)
+            state.writes[Key(attribute), default: []].append(
+                cancelled ? nil : c.map { Waiter(id: id, continuation: $0) })
+            return cancelled
+        }
+        if cancelled { c?.resume(throwing: CancellationError()) }
     }
 
     func addStream(
@@ -130,9 +172,12 @@ final class AsyncWaiters: Sendable {
         }
     }
 
-    /// A waiting task was cancelled: its waiter ends with `CancellationError`.
+    /// A waiting task was cancelled: its waiter ends with `CancellationError`; one not registered
+    /// yet ends so when it registers.
     func cancel(id: UInt64) {
         state.withLock { state in
+            // Until its wait ends (``endWait(id:)``): a registration after this finds it.
+            state.cancelledWaits.insert(id)
             Self.cancel(id, in: &state.connects)
             Self.cancel(id, in: &state.reads)
             Self.cancel(id, in: &state.services)
@@ -281,15 +326,16 @@ final class AsyncWaiters: Sendable {
 extension AsyncWaiters {
     /// Waits for one event: `register` records the continuation under a new waiter ID, then
     /// `start` makes the request whose event resumes it. Cancelling the calling task removes the
-    /// waiter (it throws `CancellationError`); the request itself goes on.
+    /// waiter (it throws `CancellationError`); the request itself goes on. In a task cancelled
+    /// before the waiter was registered, the call throws `CancellationError` without a request.
     func wait<Value: Sendable>(
-        _ register: (AsyncWaiters, UInt64, CheckedContinuation<Value, any Error>) -> Void, then start: () -> Void
+        _ register: (AsyncWaiters, UInt64, CheckedContinuation<Value, any Error>) -> Bool, then start: () -> Void
     ) async throws -> Value {
         let id = makeID()
+        defer { endWait(id: id) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                register(self, id, continuation)
-                start()
+                if register(self, id, continuation) { start() }
             }
         } onCancel: {
             self.cancel(id: id)

@@ -11,7 +11,8 @@ extension CentralManager {
     ///
     /// The same request as ``connect(_:options:)`` (the delegate's `didConnect` is called too).
     /// Cancelling the task cancels the request (``cancelPeripheralConnection(_:)``) and throws
-    /// `CancellationError`.
+    /// `CancellationError`; in a task that is cancelled already it throws at once, and no
+    /// request goes out.
     ///
     /// - Throws: ``BluetoothError`` when the request fails for good (`didFailToConnect`), or is
     ///   cancelled by ``cancelPeripheralConnection(_:)`` (`operationCancelled`); `CancellationError`.
@@ -20,14 +21,19 @@ extension CentralManager {
             throw BluetoothError(.bluetoothUnavailable, message: "the state is \(state), not poweredOn")
         }
         let id = waiters.makeID()
+        defer { waiters.endWait(id: id) }
         nonisolated(unsafe) let options = options
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                waiters.waitForConnection(of: peripheral, id: id, continuation)
+                // Refused in a task cancelled already: it throws, and no request goes out.
+                guard waiters.waitForConnection(of: peripheral, id: id, continuation) else { return }
                 if peripheral.state == .connected {
                     return waiters.linkChanged(peripheral, .connected)
                 }
                 connect(peripheral, options: options)
+                // A cancel since the waiter was registered may have cancelled before this
+                // request went out: cancel it after it (the task's flag is set before `onCancel`).
+                if Task.isCancelled { cancelPeripheralConnection(peripheral) }
             }
         } onCancel: {
             waiters.cancel(id: id)
@@ -44,6 +50,7 @@ extension CentralManager {
     /// - Throws: `CancellationError` only.
     public func disconnect(from peripheral: Peripheral) async throws {
         let id = waiters.makeID()
+        defer { waiters.endWait(id: id) }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 waiters.waitForDisconnection(of: peripheral, id: id, continuation)
@@ -182,6 +189,7 @@ extension Peripheral {
         let waiters = try asyncWaiters()
         guard let engine else { throw BluetoothError(.notConnected, message: "the central manager is gone") }
         let id = waiters.makeID()
+        defer { waiters.endWait(id: id) }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 engine.busQueue.async {
@@ -208,6 +216,7 @@ extension Peripheral {
         let waiters = try asyncWaiters()
         guard let engine else { throw BluetoothError(.notConnected, message: "the central manager is gone") }
         let id = waiters.makeID()
+        defer { waiters.endWait(id: id) }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 engine.busQueue.async {

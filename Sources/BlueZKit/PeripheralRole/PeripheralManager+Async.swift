@@ -21,7 +21,8 @@ extension PeripheralManager {
     /// `peripheralManagerDidStartAdvertising` is called too, first). Cancelling the task does not
     /// stop it: call ``stopAdvertising()``.
     /// - Throws: the error the delegate gets (``BluetoothError``: `alreadyAdvertising`,
-    ///   `advertisingDataTooLarge`, …).
+    ///   `advertisingDataTooLarge`, `operationCancelled` when ``stopAdvertising()`` was called
+    ///   before bluetoothd took it, …).
     public func startAdvertising(with data: AdvertisementData) async throws {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             startAdvertising(data) { error in

@@ -191,7 +191,9 @@ extension PeripheralManager {
         if let content {
             let error = await advertise(content)
             engine.sync { $0.isAdvertising = error == nil }
-            if let error { BlueZLog.warning("could not advertise again after bluetoothd came back: \(error)") }
+            if let error, (error as? BluetoothError)?.code != .operationCancelled {
+                BlueZLog.warning("could not advertise again after bluetoothd came back: \(error)")
+            }
         }
     }
 
@@ -212,7 +214,7 @@ extension PeripheralManager {
 
     /// Registers the advertisement; returns the error for the delegate, if any.
     func advertise(_ content: BlueZAdvertisement.Content) async -> (any Error)? {
-        let client = engine.sync { $0.client }
+        let (client, stops) = engine.sync { ($0.client, $0.advertisingStops) }
         guard let client, let adapter = await adapterPath(client) else {
             return BluetoothError(.bluetoothUnavailable, message: "no adapter")
         }
@@ -240,9 +242,17 @@ extension PeripheralManager {
             await advertisement.unregister(from: nil)
             return BluetoothError(.unknown, message: error.description, underlying: error)
         }
-        engine.sync { state in
+        let stopped = engine.sync { state in
+            guard state.advertisingStops == stops else { return true }
             state.advertisement = advertisement
             state.wantedAdvertisement = content
+            return false
+        }
+        guard !stopped else {
+            // `stopAdvertising()` came while bluetoothd registered it: it found nothing to stop.
+            await advertisement.unregister(from: adapter)
+            return BluetoothError(
+                .operationCancelled, message: "stopAdvertising() was called while the advertisement was registering")
         }
         return nil
     }

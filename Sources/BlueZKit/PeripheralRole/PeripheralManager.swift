@@ -83,6 +83,9 @@ public final class PeripheralManager: @unchecked Sendable {
         var isAdvertising = false
         /// A `startAdvertising` is registering its advertisement: a second one is refused meanwhile.
         var isStartingAdvertising = false
+        /// Counts `stopAdvertising()` calls: a registration that finds it changed was stopped
+        /// while it registered, and takes its advertisement back.
+        var advertisingStops = 0
         /// Who is connected and subscribed (see `CentralSubscriptions`).
         var subscriptions = CentralSubscriptions()
         /// Bonded centrals' subscriptions, kept across their links (see `BondedSubscriptions`).
@@ -257,9 +260,14 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     /// Stops advertising (`UnregisterAdvertisement`).
+    ///
+    /// A `startAdvertising` still registering its advertisement is stopped too: its advertisement
+    /// is unregistered as soon as bluetoothd took it, and the delegate's
+    /// `peripheralManagerDidStartAdvertising` gets ``BluetoothError/Code/operationCancelled``.
     public func stopAdvertising() {
         let (advertisement, client) = engine.sync { state in
             defer {
+                state.advertisingStops += 1
                 state.advertisement = nil
                 state.isAdvertising = false
                 state.wantedAdvertisement = nil

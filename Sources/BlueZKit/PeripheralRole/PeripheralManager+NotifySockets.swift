@@ -32,14 +32,16 @@ extension PeripheralManager {
     private func notifyLinkOpened(_ link: BlueZNotifyLink, _ characteristic: MutableCharacteristic) {
         let key = ObjectIdentifier(characteristic)
         let address = link.deviceAddress
-        let (isNew, replaced, adapter) = engine.sync { state in
+        let (isNew, replaced, adapter, ready) = engine.sync { state in
             state.published[key] = characteristic
             state.subscriptions.active(address, mtu: link.mtu)
             let replaced = state.notifyLinks[key, default: [:]].updateValue(link, forKey: address)
             state.bonded.socketOpened(address: address, characteristic: key)
-            return (state.subscriptions.subscribe(key, address: address), replaced, state.adapterAddress)
+            let ready = replaced.map { state.stopWaitingForRoom(in: [$0]) } ?? false
+            return (state.subscriptions.subscribe(key, address: address), replaced, state.adapterAddress, ready)
         }
         replaced?.close()
+        if ready { socketsHaveRoom() }
         if isNew { report(.subscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
@@ -68,7 +70,7 @@ extension PeripheralManager {
                     state.bonded.socketClosed(address: address, entry: entry, at: .now)
                 }
             }
-            let ready = state.socketRoomWaits.remove(ObjectIdentifier(link)) != nil && state.socketRoomWaits.isEmpty
+            let ready = state.stopWaitingForRoom(in: [link])
             return (left, state.adapterAddress, state.takeEndedWaits(), ready)
         }
         finish(ended)
@@ -78,10 +80,12 @@ extension PeripheralManager {
 
     /// Closes the sockets of a central whose link went down (bluetoothd closes its ends too).
     func closeNotifyLinks(of address: String) {
-        let links = engine.sync { state in
-            state.notifyLinks.keys.compactMap { state.notifyLinks[$0]?.removeValue(forKey: address) }
+        let (links, ready) = engine.sync { state in
+            let links = state.notifyLinks.keys.compactMap { state.notifyLinks[$0]?.removeValue(forKey: address) }
+            return (links, state.stopWaitingForRoom(in: links))
         }
         for link in links { link.close() }
+        if ready { socketsHaveRoom() }
     }
 
     /// Closes every socket (bluetoothd or the adapter went away).
@@ -150,9 +154,7 @@ extension PeripheralManager {
         for link in new {
             link.whenWritable { [weak self, weak link] in
                 guard let self, let link else { return }
-                let ready = self.engine.sync { state in
-                    state.socketRoomWaits.remove(ObjectIdentifier(link)) != nil && state.socketRoomWaits.isEmpty
-                }
+                let ready = self.engine.sync { $0.stopWaitingForRoom(in: [link]) }
                 if ready { self.socketsHaveRoom() }
             }
         }
@@ -164,5 +166,16 @@ extension PeripheralManager {
             self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
             self.updateWaiters.resumeAll()
         }
+    }
+}
+
+extension PeripheralManager.EngineState {
+    /// Stops waiting for room in `links` (they have room, or are closed: a closed link's wait
+    /// never ends by itself, as we closed it or its end was seen). Returns whether that ended
+    /// the last wait, so the delegate is to hear that it may update again.
+    mutating func stopWaitingForRoom(in links: [BlueZNotifyLink]) -> Bool {
+        var removed = false
+        for link in links where socketRoomWaits.remove(ObjectIdentifier(link)) != nil { removed = true }
+        return removed && socketRoomWaits.isEmpty
     }
 }

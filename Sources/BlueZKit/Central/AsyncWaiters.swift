@@ -40,6 +40,14 @@ final class AsyncWaiters: Sendable {
         /// The waits whose task was cancelled, until they end (``AsyncWaiters/endWait(id:)``): a
         /// cancel can land before its wait is registered, and the registration then ends it.
         var cancelledWaits: Set<UInt64> = []
+        /// Why nothing waits any more (the manager was released): later waits and streams end with it.
+        var closed: BluetoothError?
+
+        /// The error a wait registered now ends with at once: the manager's release, or its task's cancel.
+        func refusal(of id: UInt64) -> (any Error)? {
+            if let closed { return closed }
+            return cancelledWaits.contains(id) ? CancellationError() : nil
+        }
     }
 
     private let state = PosixMutex(State())
@@ -58,20 +66,21 @@ final class AsyncWaiters: Sendable {
     // MARK: Waiting
 
     /// Registers a wait on `key` in `table`, or, when its task was cancelled before, ends it
-    /// with `CancellationError`. Returns whether it waits (only then may its request go out).
+    /// with `CancellationError` (with the manager's release error once it was released).
+    /// Returns whether it waits (only then may its request go out).
     @discardableResult
     private func register<Value: Sendable>(
         _ id: UInt64, _ c: CheckedContinuation<Value, any Error>, on key: Key,
         in table: WritableKeyPath<State, [Key: [Waiter<Value>]]>, awaitingValues: Bool = false
     ) -> Bool {
-        let registered = state.withLock { state in
-            guard !state.cancelledWaits.contains(id) else { return false }
+        let refusal = state.withLock { state -> (any Error)? in
+            if let refusal = state.refusal(of: id) { return refusal }
             state[keyPath: table][key, default: []].append(Waiter(id: id, continuation: c))
             if awaitingValues { valuesAwaited.store(true, ordering: .releasing) }
-            return true
+            return nil
         }
-        if !registered { c.resume(throwing: CancellationError()) }
-        return registered
+        if let refusal { c.resume(throwing: refusal) }
+        return refusal == nil
     }
 
     /// The wait `id` is over (its continuation resumed): forgets that its task was cancelled.
@@ -143,24 +152,27 @@ final class AsyncWaiters: Sendable {
     /// with the task waiting for its result or none. On the bus queue, right before the write:
     /// results come in the order of the writes, so each answers the oldest entry.
     func writeStarts(to attribute: AnyObject, id: UInt64, _ c: CheckedContinuation<Void, any Error>?) {
-        let cancelled = state.withLock { state in
-            let cancelled = c != nil && state.cancelledWaits.contains(id)
+        let refusal = state.withLock { state -> (any Error)? in
+            let refusal = c == nil ? nil : state.refusal(of: id)
             state.writes[Key(attribute), default: []].append(
-                cancelled ? nil : c.map { Waiter(id: id, continuation: $0) })
-            return cancelled
+                refusal != nil ? nil : c.map { Waiter(id: id, continuation: $0) })
+            return refusal
         }
-        if cancelled { c?.resume(throwing: CancellationError()) }
+        if let refusal { c?.resume(throwing: refusal) }
     }
 
     func addStream(
         of characteristic: Characteristic, peripheral: Peripheral, id: UInt64,
         _ continuation: AsyncThrowingStream<Data, any Error>.Continuation
     ) {
-        state.withLock {
-            $0.streams[Key(characteristic), default: [:]][id] = Stream(
+        let closed = state.withLock { state -> BluetoothError? in
+            if let closed = state.closed { return closed }
+            state.streams[Key(characteristic), default: [:]][id] = Stream(
                 peripheral: Key(peripheral), continuation: continuation)
             valuesAwaited.store(true, ordering: .releasing)
+            return nil
         }
+        if let closed { continuation.finish(throwing: closed) }
     }
 
     /// Removes a stream (it ended); returns whether others still follow the characteristic.
@@ -203,6 +215,35 @@ final class AsyncWaiters: Sendable {
             waiters[index].continuation.resume(throwing: CancellationError())
             table[key]?.remove(at: index)
         }
+    }
+
+    /// The manager was released: every waiting task throws `error`, every stream ends with it,
+    /// and so does every wait and stream that comes later (from a `Peripheral` that outlived it).
+    func close(_ error: BluetoothError) {
+        let streams = state.withLock { state -> [Stream] in
+            state.closed = error
+            Self.end(&state.connects, error)
+            Self.end(&state.reads, error)
+            Self.end(&state.services, error)
+            Self.end(&state.characteristics, error)
+            Self.end(&state.descriptorReads, error)
+            Self.end(&state.rssiReads, error)
+            Self.end(&state.includedServices, error)
+            Self.end(&state.descriptors, error)
+            Self.end(&state.disconnects, error)
+            Self.end(&state.writeRoom, error)
+            for entry in state.writes.values.joined() { entry?.continuation.resume(throwing: error) }
+            state.writes = [:]
+            defer { state.streams = [:] }
+            return state.streams.values.flatMap(\.values)
+        }
+        // Outside the lock: a stream's end runs its `onTermination`, which takes it.
+        for stream in streams { stream.continuation.finish(throwing: error) }
+    }
+
+    private static func end<Value>(_ table: inout [Key: [Waiter<Value>]], _ error: any Error) {
+        for waiter in table.values.joined() { waiter.continuation.resume(throwing: error) }
+        table = [:]
     }
 
     /// `peripheral` is not connected now: tasks waiting for its disconnection return.

@@ -63,6 +63,8 @@ extension CentralManager {
     }
 }
 
+/// A peripheral's async calls throw ``BluetoothError`` `notConnected` when its central manager is
+/// released while they wait (or before they start).
 extension Peripheral {
     /// Discovers services (all when `uuids` is nil) and returns them.
     ///
@@ -233,7 +235,8 @@ extension Peripheral {
     ///
     /// Subscribes (``setNotifyValue(_:for:)`` true) when the stream starts and unsubscribes when
     /// the last stream of the characteristic ends (its consumer stops or is cancelled). The
-    /// stream finishes with an error when the subscription fails or the link is lost. It keeps
+    /// stream finishes with an error when the subscription fails, the link is lost or the
+    /// central manager is released (``BluetoothError`` `notConnected`). It keeps
     /// the newest 256 values its consumer has not taken yet and drops older ones (the delegate
     /// still sees every value), so a consumer that falls behind costs bounded memory.
     public func notifications(of characteristic: Characteristic) -> AsyncThrowingStream<Data, any Error> {

@@ -161,7 +161,8 @@ public final class CentralManager: @unchecked Sendable {
     ///
     /// Start a scan with ``scanForPeripherals(withServices:options:)-(_,ScanOptions)``; every
     /// discovery that the delegate sees is also yielded here, in the same
-    /// order. The stream ends when the task iterating it is cancelled. It keeps the newest
+    /// order. The stream ends when the task iterating it is cancelled, or when the manager is
+    /// released. It keeps the newest
     /// 256 discoveries that its consumer has not taken yet and drops older ones, so a stream
     /// nobody reads during a long scan holds bounded memory.
     public func discoveries() -> AsyncStream<Discovery> {
@@ -518,7 +519,10 @@ public final class CentralManager: @unchecked Sendable {
     }
 
     deinit {
-        let engine = shared.withLock { $0.engine }
+        let (engine, discoveries) = shared.withLock { ($0.engine, Array($0.scanStreams.values)) }
         engine?.close()
+        // What the async API handed out ends with the manager: no event can reach it any more.
+        for stream in discoveries { stream.finish() }
+        waiters.close(BluetoothError(.notConnected, message: "the central manager is gone"))
     }
 }

@@ -67,6 +67,7 @@ extension PeripheralManager {
     /// consumer that falls behind keeps the newest 256 (the others are released, so answered
     /// `unlikelyError`, or were writes without response). While neither
     /// a delegate nor a stream is there, reads and writes are answered `requestNotSupported`.
+    /// The stream finishes when the manager is released.
     public func requests() -> AsyncStream<PeripheralManagerRequest> {
         AsyncStream(bufferingPolicy: .bufferingNewest(256)) { continuation in
             let id = requestStreams.withLock { streams in

@@ -393,4 +393,9 @@ public final class PeripheralManager: @unchecked Sendable {
     func adapterPath(_ client: BlueZClient?) async -> BlueZClient.AdapterID? {
         await client?.currentAdapter()
     }
+
+    deinit {
+        // No request can reach them any more.
+        for stream in requestStreams.withLock({ Array($0.continuations.values) }) { stream.finish() }
+    }
 }

@@ -34,9 +34,9 @@ final class AsyncWaiters: Sendable {
         var disconnects: [Key: [Waiter<Void>]] = [:]
         /// Tasks waiting until a peripheral's writes without response can go at once again.
         var writeRoom: [Key: [Waiter<Void>]] = [:]
-        /// Writes with response in flight, per characteristic or descriptor, oldest first: each
-        /// result (`didWriteValueFor`) answers the oldest. nil for a write no task waits for.
-        var writes: [Key: [Waiter<Void>?]] = [:]
+        /// Tasks waiting for the result of their write with response, by request (the waiter's
+        /// ID, which the write's result event carries).
+        var writes: [UInt64: CheckedContinuation<Void, any Error>] = [:]
         /// The waits whose task was cancelled, until they end (``AsyncWaiters/endWait(id:)``): a
         /// cancel can land before its wait is registered, and the registration then ends it.
         var cancelledWaits: Set<UInt64> = []
@@ -148,17 +148,15 @@ final class AsyncWaiters: Sendable {
         register(id, c, on: Key(peripheral), in: \.writeRoom)
     }
 
-    /// A write with response to `attribute` (a characteristic or descriptor) is about to go out,
-    /// with the task waiting for its result or none. On the bus queue, right before the write:
-    /// results come in the order of the writes, so each answers the oldest entry.
-    func writeStarts(to attribute: AnyObject, id: UInt64, _ c: CheckedContinuation<Void, any Error>?) {
+    /// A task waits for the result of its write with response, the request `id` (the result
+    /// event names it). On the bus queue, right before the write.
+    func writeStarts(id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
         let refusal = state.withLock { state -> (any Error)? in
-            let refusal = c == nil ? nil : state.refusal(of: id)
-            state.writes[Key(attribute), default: []].append(
-                refusal != nil ? nil : c.map { Waiter(id: id, continuation: $0) })
-            return refusal
+            if let refusal = state.refusal(of: id) { return refusal }
+            state.writes[id] = c
+            return nil
         }
-        if let refusal { c?.resume(throwing: refusal) }
+        if let refusal { c.resume(throwing: refusal) }
     }
 
     func addStream(
@@ -200,12 +198,8 @@ final class AsyncWaiters: Sendable {
             Self.cancel(id, in: &state.descriptors)
             Self.cancel(id, in: &state.disconnects)
             Self.cancel(id, in: &state.writeRoom)
-            // A cancelled write keeps its place: its result still answers it, and no one.
-            for (key, entries) in state.writes {
-                guard let index = entries.firstIndex(where: { $0?.id == id }) else { continue }
-                entries[index]?.continuation.resume(throwing: CancellationError())
-                state.writes[key]?[index] = nil
-            }
+            // The write goes on; its result then finds no one.
+            state.writes.removeValue(forKey: id)?.resume(throwing: CancellationError())
         }
     }
 
@@ -232,7 +226,7 @@ final class AsyncWaiters: Sendable {
             Self.end(&state.descriptors, error)
             Self.end(&state.disconnects, error)
             Self.end(&state.writeRoom, error)
-            for entry in state.writes.values.joined() { entry?.continuation.resume(throwing: error) }
+            for continuation in state.writes.values { continuation.resume(throwing: error) }
             state.writes = [:]
             defer { state.streams = [:] }
             return state.streams.values.flatMap(\.values)
@@ -293,10 +287,8 @@ final class AsyncWaiters: Sendable {
             for waiter in take(Key(descriptor), \.descriptorReads) {
                 resume(waiter.continuation, data ?? Data(), error)
             }
-        case .wrote(let characteristic, let error):
-            writeFinished(Key(characteristic), error)
-        case .wroteDescriptor(let descriptor, let error):
-            writeFinished(Key(descriptor), error)
+        case .wrote(_, let error, let request?), .wroteDescriptor(_, let error, let request?):
+            writeFinished(request, error)
         case .rssi(let rssi, let error):
             for waiter in take(Key(peripheral), \.rssiReads) { resume(waiter.continuation, rssi, error) }
         case .notifyState(let characteristic, let notifying, let error):
@@ -328,15 +320,10 @@ final class AsyncWaiters: Sendable {
         if let data, error == nil { for stream in streams { stream.continuation.yield(data) } }
     }
 
-    /// The oldest write in flight to `key` has its result.
-    private func writeFinished(_ key: Key, _ error: (any Error)?) {
-        let oldest = state.withLock { state -> Waiter<Void>? in
-            guard var entries = state.writes[key], !entries.isEmpty else { return nil }
-            let oldest = entries.removeFirst()
-            state.writes[key] = entries.isEmpty ? nil : entries
-            return oldest
-        }
-        if let oldest { resume(oldest.continuation, (), error) }
+    /// The write with response `request` has its result.
+    private func writeFinished(_ request: UInt64, _ error: (any Error)?) {
+        let waiting = state.withLock { $0.writes.removeValue(forKey: request) }
+        if let waiting { resume(waiting, (), error) }
     }
 
     private func take<Value>(_ key: Key, _ table: WritableKeyPath<State, [Key: [Waiter<Value>]]>) -> [Waiter<Value>] {

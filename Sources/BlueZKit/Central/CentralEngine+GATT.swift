@@ -161,39 +161,92 @@ extension CentralEngine {
         }
     }
 
-    func write(_ peripheral: Peripheral, data: Data, characteristic: Characteristic, withResponse: Bool) {
-        guard isConnected(peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }),
-            belongs(characteristic.id, to: peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil }),
-            isCurrent(characteristic, of: peripheral, else: { withResponse ? .wrote(characteristic, $0) : nil })
+    /// Writes `characteristic`; with response, its result names `request` (an async call's
+    /// waiter), and results reach the app in the order of the writes (``finishWrite(_:of:_:)``).
+    func write(
+        _ peripheral: Peripheral, data: Data, characteristic: Characteristic, withResponse: Bool,
+        request: UInt64? = nil
+    ) {
+        guard isConnected(peripheral, else: { withResponse ? .wrote(characteristic, $0, request: request) : nil }),
+            belongs(
+                characteristic.id, to: peripheral,
+                else: { withResponse ? .wrote(characteristic, $0, request: request) : nil }),
+            isCurrent(
+                characteristic, of: peripheral,
+                else: { withResponse ? .wrote(characteristic, $0, request: request) : nil })
         else { return }
         guard withResponse else { return writeWithoutResponse(peripheral, Array(data), characteristic: characteristic) }
+        let ticket = writeResults[peripheral.deviceID, default: WriteResultOrder()].issue()
         client.writeValueInOrder(characteristic.id, descriptor: false, value: Array(data), withResponse: true) {
             [self] error in
             guard let error else {
-                manager?.post(.gatt(peripheral, .wrote(characteristic, nil)))
-                return
+                return finishWrite(ticket, of: peripheral, .wrote(characteristic, nil, request: request))
             }
             reportFailure(error, of: peripheral) { [self] in
-                manager?.post(.gatt(peripheral, .wrote(characteristic, $0)))
+                finishWrite(ticket, of: peripheral, .wrote(characteristic, $0, request: request))
             }
         }
     }
 
-    func write(_ peripheral: Peripheral, data: Data, descriptor: Descriptor) {
-        guard isConnected(peripheral, else: { .wroteDescriptor(descriptor, $0) }),
-            belongs(descriptor.id, to: peripheral, else: { .wroteDescriptor(descriptor, $0) }),
-            isCurrent(descriptor, of: peripheral, else: { .wroteDescriptor(descriptor, $0) })
+    /// Writes `descriptor`; its result names `request`, and comes in the order of the writes.
+    func write(_ peripheral: Peripheral, data: Data, descriptor: Descriptor, request: UInt64? = nil) {
+        let refused = { (error: BluetoothError) -> CentralManager.GattEvent? in
+            .wroteDescriptor(descriptor, error, request: request)
+        }
+        guard isConnected(peripheral, else: refused), belongs(descriptor.id, to: peripheral, else: refused),
+            isCurrent(descriptor, of: peripheral, else: refused)
         else { return }
+        let ticket = writeResults[peripheral.deviceID, default: WriteResultOrder()].issue()
         client.writeValueInOrder(descriptor.id, descriptor: true, value: Array(data), withResponse: true) {
             [self] error in
             guard let error else {
-                manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, nil)))
-                return
+                return finishWrite(ticket, of: peripheral, .wroteDescriptor(descriptor, nil, request: request))
             }
             reportFailure(error, of: peripheral) { [self] in
-                manager?.post(.gatt(peripheral, .wroteDescriptor(descriptor, $0)))
+                finishWrite(ticket, of: peripheral, .wroteDescriptor(descriptor, $0, request: request))
             }
         }
+    }
+
+    /// The results of a peripheral's writes with response, posted in the order of the writes,
+    /// as Core Bluetooth reports them (ATT answers one request after the other): a failure
+    /// that takes a round trip to bluetoothd to explain (``operationError(_:of:)``) holds back
+    /// the results of the writes after it. Queue-confined.
+    struct WriteResultOrder {
+        /// Tickets handed out (one per write sent) and posted, in order.
+        private var issued = 0
+        private var posted = 0
+        /// Results in, waiting for an earlier one, by ticket.
+        private var waiting: [Int: CentralManager.GattEvent] = [:]
+
+        /// The ticket of a write about to be sent.
+        mutating func issue() -> Int {
+            defer { issued += 1 }
+            return issued
+        }
+
+        /// Takes in the result of `ticket`; returns the results that may be posted now, in order.
+        mutating func finish(_ ticket: Int, _ event: CentralManager.GattEvent) -> [CentralManager.GattEvent] {
+            waiting[ticket] = event
+            var ready: [CentralManager.GattEvent] = []
+            while let next = waiting.removeValue(forKey: posted) {
+                ready.append(next)
+                posted += 1
+            }
+            return ready
+        }
+
+        /// Every write sent has had its result posted.
+        var isIdle: Bool { posted == issued }
+    }
+
+    /// The result of the write with `ticket` is in: posts it and the results it held back.
+    private func finishWrite(_ ticket: Int, of peripheral: Peripheral, _ event: CentralManager.GattEvent) {
+        let id = peripheral.deviceID
+        guard var order = writeResults[id] else { return }
+        let ready = order.finish(ticket, event)
+        writeResults[id] = order.isIdle ? nil : order
+        for event in ready { manager?.post(.gatt(peripheral, event)) }
     }
 
     /// Forgets the attribute objects of a link that ended; waiting discoveries fail.

@@ -36,6 +36,8 @@ final class CentralEngine: @unchecked Sendable {
     /// same path string (the object cache's), so it is found without hashing.
     var lastNotifyRoute: (attribute: AttributeID, route: NotifyRoute)?
     var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
+    /// The order of each peripheral's write-with-response results (`CentralEngine+GATT.swift`).
+    var writeResults: [DeviceID: WriteResultOrder] = [:]
     var backgroundDiscovery = false
     /// Our discovery, paused while connection attempts run (`CentralEngine+ConnectPause.swift`).
     var connectPause = ConnectPause()

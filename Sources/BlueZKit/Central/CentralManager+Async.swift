@@ -141,8 +141,8 @@ extension Peripheral {
     /// - Throws: ``ATTError`` when the peripheral refuses it, ``BluetoothError`` (`notConnected`,
     ///   …); `CancellationError`.
     public func writeValue(_ data: Data, to characteristic: Characteristic) async throws {
-        try await writeWithResponse(to: characteristic) { engine in
-            engine.write(self, data: data, characteristic: characteristic, withResponse: true)
+        try await writeWithResponse { engine, request in
+            engine.write(self, data: data, characteristic: characteristic, withResponse: true, request: request)
         }
     }
 
@@ -150,7 +150,9 @@ extension Peripheral {
     ///
     /// The same call as ``writeValue(_:for:)-(_,Descriptor)``; as ``writeValue(_:to:)-(_,Characteristic)``.
     public func writeValue(_ data: Data, to descriptor: Descriptor) async throws {
-        try await writeWithResponse(to: descriptor) { engine in engine.write(self, data: data, descriptor: descriptor) }
+        try await writeWithResponse { engine, request in
+            engine.write(self, data: data, descriptor: descriptor, request: request)
+        }
     }
 
     /// Reads `descriptor` and returns its value.
@@ -210,11 +212,9 @@ extension Peripheral {
         }
     }
 
-    /// Registers the write's waiter on the bus queue right before `write` queues it, so that
-    /// results, which come in the order of the writes, find their callers.
-    private func writeWithResponse(
-        to attribute: any AnyObject & Sendable, _ write: @escaping @Sendable (CentralEngine) -> Void
-    ) async throws {
+    /// Registers the write's waiter on the bus queue right before `write` queues it as the request
+    /// the waiter's ID names: its result comes back with that ID and reaches this call alone.
+    private func writeWithResponse(_ write: @escaping @Sendable (CentralEngine, UInt64) -> Void) async throws {
         let waiters = try asyncWaiters()
         guard let engine else { throw BluetoothError(.notConnected, message: "the central manager is gone") }
         let id = waiters.makeID()
@@ -222,8 +222,8 @@ extension Peripheral {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 engine.busQueue.async {
-                    waiters.writeStarts(to: attribute, id: id, continuation)
-                    write(engine)
+                    waiters.writeStarts(id: id, continuation)
+                    write(engine, id)
                 }
             }
         } onCancel: {

@@ -270,8 +270,10 @@ public final class CentralManager: @unchecked Sendable {
         case descriptors(Characteristic, [Descriptor], (any Error)?)
         case value(Characteristic, Data?, (any Error)?)
         case descriptorValue(Descriptor, Data?, (any Error)?)
-        case wrote(Characteristic, (any Error)?)
-        case wroteDescriptor(Descriptor, (any Error)?)
+        /// A write with response's result; `request` names the async call waiting for it (none
+        /// for ``Peripheral/writeValue(_:for:type:)``).
+        case wrote(Characteristic, (any Error)?, request: UInt64? = nil)
+        case wroteDescriptor(Descriptor, (any Error)?, request: UInt64? = nil)
         case notifyState(Characteristic, Bool, (any Error)?)
         case rssi(Int, (any Error)?)
         /// The device's name changed (`Device1.Name`, from an advertisement or the GAP service).
@@ -457,9 +459,9 @@ public final class CentralManager: @unchecked Sendable {
         case .descriptorValue(let descriptor, let data, let error):
             if let data { descriptor.update(value: data) }
             delegate?.peripheral(peripheral, didUpdateValueFor: descriptor, error: error)
-        case .wrote(let characteristic, let error):
+        case .wrote(let characteristic, let error, _):
             delegate?.peripheral(peripheral, didWriteValueFor: characteristic, error: error)
-        case .wroteDescriptor(let descriptor, let error):
+        case .wroteDescriptor(let descriptor, let error, _):
             delegate?.peripheral(peripheral, didWriteValueFor: descriptor, error: error)
         case .notifyState(let characteristic, let notifying, let error):
             characteristic.update(notifying: notifying)

@@ -46,8 +46,6 @@ extension Peripheral {
     public func writeValue(_ data: Data, for characteristic: Characteristic, type: CharacteristicWriteType) {
         guard type == .withoutResponse else {
             return perform { engine in
-                // Its result keeps the place of this write for the async writes that follow.
-                engine.manager?.waiters.writeStarts(to: characteristic, id: 0, nil)
                 engine.write(self, data: data, characteristic: characteristic, withResponse: true)
             }
         }
@@ -59,10 +57,7 @@ extension Peripheral {
 
     /// Writes a descriptor's value (`GattDescriptor1.WriteValue`).
     public func writeValue(_ data: Data, for descriptor: Descriptor) {
-        perform { engine in
-            engine.manager?.waiters.writeStarts(to: descriptor, id: 0, nil)
-            engine.write(self, data: data, descriptor: descriptor)
-        }
+        perform { engine in engine.write(self, data: data, descriptor: descriptor) }
     }
 
     /// Turns notifications (or indications) on or off.

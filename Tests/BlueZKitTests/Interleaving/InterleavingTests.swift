@@ -7,7 +7,7 @@ import Testing
     struct Seed: Sendable, CustomTestStringConvertible {
         let seed: UInt64
         let profile: InterleavingProfile
-        /// The issue-36 bug this seed finds on the code before its fix, and the invariant it breaks.
+        /// The issue-36 bug this seed found on the code before its fix, and the invariant it broke.
         let knownIssue: (bug: String, invariant: InterleavingInvariant)?
 
         init(_ seed: UInt64, _ profile: InterleavingProfile, knownIssue: (String, InterleavingInvariant)? = nil) {
@@ -26,11 +26,9 @@ import Testing
         Seed(404, .release),
     ]
 
-    /// Seeds that find issue 36's bugs on the code before their fixes (each also given as the
-    /// minimal replay its report prints). The check of each is a known issue until its fix lands:
-    /// then "known issue was not recorded" fails the test, and its wrapper goes (the seed moves
-    /// to `holding`). Another invariant broken instead fails at once.
-    static let findingIssue36: [Seed] = [
+    /// Seeds that found issue 36's bugs 1-5 on the code before their fixes (06aa4e0: each broke
+    /// the invariant named, with the minimal replay in its comment), and hold since the fixes.
+    static let foundIssue36Bugs: [Seed] = [
         // disconnect(from:); sensor out of range; connect(to:) in a cancelled task.
         Seed(205, .cancellation, knownIssue: ("issue 36 bug 1: connect(to:) in a cancelled task", .callEnds)),
         // RegisterAdvertisement answered late; startAdvertising; stopAdvertising.
@@ -47,10 +45,8 @@ import Testing
         Seed(6, .writes, knownIssue: ("issue 36 bug 5: write results to the wrong caller", .ownResult)),
     ]
 
-    /// How many replays a fixed seed's failure is shrunk with (each failing replay waits out a
-    /// bound): a few for the known issues, whose minimal replays are in the comments above.
+    /// How many replays a fixed seed's failure is shrunk with (each failing replay waits out a bound).
     static let fixedShrinkAttempts = 6
-    static let knownIssueShrinkAttempts = 2
 
     @Test(arguments: holding) func seedHolds(_ seed: Seed) async throws {
         let finding = try await InterleavingRunner.check(
@@ -58,17 +54,11 @@ import Testing
         if let finding { Issue.record(Comment(rawValue: finding.report)) }
     }
 
-    @Test(arguments: findingIssue36) func seedFindsIssue36Bug(_ seed: Seed) async throws {
+    @Test(arguments: foundIssue36Bugs) func aSeedThatFoundAnIssue36BugHolds(_ seed: Seed) async throws {
         let known = try #require(seed.knownIssue)
         let finding = try await InterleavingRunner.check(
-            seed: seed.seed, profile: seed.profile, shrinkAttempts: Self.knownIssueShrinkAttempts)
-        if let finding, finding.invariant != known.invariant {
-            Issue.record(Comment(rawValue: "expected \(known.invariant) (\(known.bug)), found:\n\(finding.report)"))
-            return
-        }
-        withKnownIssue(Comment(rawValue: known.bug)) {
-            if let finding { Issue.record(Comment(rawValue: finding.report)) }
-        }
+            seed: seed.seed, profile: seed.profile, shrinkAttempts: Self.fixedShrinkAttempts)
+        if let finding { Issue.record(Comment(rawValue: "\(known.bug) is back:\n\(finding.report)")) }
     }
 
     @Test func aSeedFixesItsSteps() {

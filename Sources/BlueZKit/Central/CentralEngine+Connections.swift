@@ -251,6 +251,11 @@ extension CentralEngine {
                 }
             } catch  where error.code == .disconnected {
                 // The manager was released and its connection closed.
+            } catch  where wanted && error.code == .inProgress {
+                // Our discovery session runs already (a scan's, which a `stopScan()` queued
+                // before this start handed over): it is the background discovery now, and is
+                // stopped when no connection needs it. Taken as failed, it ran on for ever.
+                BlueZLog.debug("background discovery: ours runs already")
             } catch {
                 BlueZLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
                 // Not discovering after all (bluetoothd or the adapter is away): the next

@@ -107,8 +107,15 @@ extension PeripheralManager {
     static let interruptedByBluetoothdOrBus: Set<BlueZError.Code> = [.disconnected, .noReply, .serviceAbsent]
 
     /// Unregisters the applications that are no longer wanted as they are, then registers the
-    /// wanted ones that are missing. Returns the registrations that failed (also logged).
+    /// wanted ones that are missing. Returns the registrations that failed (also logged); they
+    /// are attempted again later (see `PeripheralManager+PublishRetry`).
     func reconcileApplications() async -> [(layout: ApplicationLayout, error: BlueZError)] {
+        let failures = await registerWantedApplications()
+        publishingEnded(with: failures)
+        return failures
+    }
+
+    private func registerWantedApplications() async -> [(layout: ApplicationLayout, error: BlueZError)] {
         let (wanted, stale, client) = engine.sync { state in
             state.inclusion.removed = Self.stillIncluded(state.inclusion.removed, by: state.services)
             let wanted = Self.layouts(for: state.services, excluding: state.inclusion.removed)

@@ -168,8 +168,9 @@ extension PeripheralManager {
     }
 
     /// Publishes every added service and the advertisement again, after bluetoothd restarted or
-    /// the adapter came back (their registrations died with it). Failures are logged; the
-    /// delegate is not called, as Core Bluetooth restores published state silently.
+    /// the adapter came back (their registrations died with it). Failures are logged and the
+    /// services' registrations made again a few times; the delegate is not called, as Core
+    /// Bluetooth restores published state silently.
     func republish() async {
         let (content, stale, staleAdvertisement) = engine.sync { state in
             defer {
@@ -187,6 +188,8 @@ extension PeripheralManager {
         }
         for application in stale { await application.unregister(from: nil) }
         await staleAdvertisement?.unregister(from: nil)
+        // A registration that fails now is made again later: the app was told its services were added.
+        resetPublishRetries()
         _ = await reconcileApplications()
         if let content {
             let error = await advertise(content)

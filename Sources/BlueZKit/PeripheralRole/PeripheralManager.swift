@@ -116,6 +116,8 @@ public final class PeripheralManager: @unchecked Sendable {
         var advertisementData: AdvertisementData?
         /// bluetoothd or the adapter went away since the last registration: registrations are gone.
         var registrationsLost = false
+        /// Registrations made again after they failed (see `PeripheralManager+PublishRetry`).
+        var publishRetry = PublishRetryState()
         /// Restored characteristics whose saved subscribers are still to be reported gone.
         var restoredSubscriptions: [MutableCharacteristic] = []
         /// How long a read or write waits for the app's answer before it is answered with

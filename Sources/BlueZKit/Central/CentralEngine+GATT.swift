@@ -22,6 +22,11 @@ extension CentralEngine {
         var writeChannels: [AttributeID: WriteChannel] = [:]
         /// `WriteValue` commands sent and not answered yet (flow control of the fallback path).
         var commandsInFlight = 0
+        /// ``flushCommands(_:)`` is sending: a command that fails before its call returns leaves
+        /// the rest to that loop instead of starting another one inside it.
+        var flushingCommands = false
+        /// The bus connection closed under the writes without response: they ended, with one warning.
+        var writesEnded = false
         var mtu: Int?
         /// Whether the app's service discovery was answered once on this link (changes before are not modifications).
         var servicesDiscovered = false

@@ -36,16 +36,11 @@ extension CentralEngine {
     private func flushWrites(_ peripheral: Peripheral, _ characteristic: Characteristic) {
         let id = peripheral.deviceID
         let attribute = characteristic.id
+        if gatt[id]?.writeChannels[attribute]?.usesCommands == true { return flushCommands(peripheral) }
         guard var channel = gatt[id]?.writeChannels[attribute] else { return }
         defer {
             gatt[id]?.writeChannels[attribute] = channel
             updateCanSend(peripheral)
-        }
-        if channel.usesCommands {
-            while !channel.waiting.isEmpty, (gatt[id]?.commandsInFlight ?? 0) < Self.commandsInFlightLimit {
-                sendCommand(peripheral, characteristic, channel.waiting.removeFirst())
-            }
-            return
         }
         guard let socket = channel.socket else {
             if !channel.acquiring {
@@ -66,7 +61,13 @@ extension CentralEngine {
             }
             if bytes.count > socket.mtu - 3 {
                 // Longer than one ATT packet: WriteValue gets bluetoothd's error, which is logged.
-                sendCommand(peripheral, characteristic, channel.waiting.removeFirst())
+                // Its completion may come before the call returns (a closed connection): the
+                // channel is stored first, so that what it does sees the queue as it is.
+                channel.waiting.removeFirst()
+                gatt[id]?.writeChannels[attribute] = channel
+                sendCommand(peripheral, characteristic, bytes)
+                guard let current = gatt[id]?.writeChannels[attribute] else { return }
+                channel = current
                 continue
             }
             switch socket.send(bytes) {
@@ -120,21 +121,73 @@ extension CentralEngine {
         }
     }
 
+    /// Sends the writes waiting on the `WriteValue` paths of `peripheral` while fewer than
+    /// ``commandsInFlightLimit`` are unanswered. A loop that takes each write out of the stored
+    /// queue before it sends it, and is never entered twice: the completion of a command that
+    /// fails before its call returns (the connection closed) finds it running and leaves the
+    /// rest to it.
+    private func flushCommands(_ peripheral: Peripheral) {
+        let id = peripheral.deviceID
+        guard let model = gatt[id], !model.flushingCommands else { return }
+        gatt[id]?.flushingCommands = true
+        while (gatt[id]?.commandsInFlight ?? Self.commandsInFlightLimit) < Self.commandsInFlightLimit,
+            let (attribute, bytes) = takeCommand(id)
+        {
+            guard let characteristic = gatt[id]?.characteristics[attribute] else {
+                // Not an attribute of this link any more: its writes cannot go.
+                gatt[id]?.writeChannels[attribute]?.waiting.removeAll()
+                continue
+            }
+            sendCommand(peripheral, characteristic, bytes)
+        }
+        gatt[id]?.flushingCommands = false
+        updateCanSend(peripheral)
+    }
+
+    /// Takes the next write out of a `WriteValue` path's stored queue.
+    private func takeCommand(_ id: DeviceID) -> (AttributeID, [UInt8])? {
+        guard
+            let attribute = gatt[id]?.writeChannels.first(where: { $0.value.usesCommands && !$0.value.waiting.isEmpty }
+            )?.key,
+            let bytes = gatt[id]?.writeChannels[attribute]?.waiting.removeFirst()
+        else { return nil }
+        return (attribute, bytes)
+    }
+
     private func sendCommand(_ peripheral: Peripheral, _ characteristic: Characteristic, _ bytes: [UInt8]) {
         let id = peripheral.deviceID
         gatt[id]?.commandsInFlight += 1
         client.writeValueInOrder(characteristic.id, descriptor: false, value: bytes, withResponse: false) {
             [self] error in
+            gatt[id]?.commandsInFlight -= 1
+            if let error, error.code == .disconnected {
+                return endWrites(peripheral, characteristic, error)
+            }
             if let error { BlueZLog.warning("a write without response to \(characteristic.uuid) failed: \(error)") }
             guard gatt[id] != nil else { return }
-            gatt[id]?.commandsInFlight -= 1
-            for (attribute, channel) in gatt[id]?.writeChannels ?? [:]
-            where channel.usesCommands && !channel.waiting.isEmpty {
-                guard let waiting = gatt[id]?.characteristics[attribute] else { continue }
-                flushWrites(peripheral, waiting)
-            }
-            updateCanSend(peripheral)
+            flushCommands(peripheral)
         }
+    }
+
+    /// The bus connection closed (the manager was released, or the bus went): no write can go
+    /// any more. Every write that waits is dropped, with one warning (that says how many) the
+    /// first time; the commands still in flight, and writes made later, fail without another.
+    private func endWrites(_ peripheral: Peripheral, _ characteristic: Characteristic, _ error: BlueZError) {
+        let id = peripheral.deviceID
+        guard let model = gatt[id] else {
+            return BlueZLog.debug("a write without response to \(characteristic.uuid) failed: \(error)")
+        }
+        let waiting = model.writeChannels.values.reduce(0) { $0 + $1.waiting.count }
+        for attribute in model.writeChannels.keys { gatt[id]?.writeChannels[attribute]?.waiting.removeAll() }
+        if model.writesEnded {
+            BlueZLog.debug("a write without response to \(characteristic.uuid) failed: \(error)")
+        } else {
+            BlueZLog.warning(
+                "writes without response to \(characteristic.uuid) and the rest of the peripheral fail:"
+                    + " the bus connection closed (\(error)); \(waiting) waiting writes are not sent")
+        }
+        gatt[id]?.writesEnded = true
+        updateCanSend(peripheral)
     }
 
     /// Keeps `canSendWriteWithoutResponse` true exactly while nothing waits, and tells the

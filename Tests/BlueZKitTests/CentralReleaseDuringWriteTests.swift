@@ -1,5 +1,6 @@
 import BlueZKitTesting
 import Foundation
+import Locking
 import TestSupport
 import Testing
 
@@ -28,7 +29,10 @@ import Testing
             services: [
                 SimulatedService(
                     uuid: "180D",
-                    characteristics: [SimulatedCharacteristic(uuid: "2A3A", flags: ["write-without-response"])])
+                    characteristics: [
+                        SimulatedCharacteristic(uuid: "2A3A", flags: ["write-without-response"]),
+                        SimulatedCharacteristic(uuid: "2A39", flags: ["write"]),
+                    ])
             ])
         try bluez.addPeripheral(sensor)
         bluez.inject(
@@ -37,8 +41,8 @@ import Testing
         let (central, _, peripheral) = try await CentralAsyncTests.found(bluez, sensor)
         try await central.connect(to: peripheral)
         let service = try #require(try await peripheral.discoverServices(matching: [BluetoothUUID(0x180D)]).first)
-        let characteristic = try #require(
-            try await peripheral.discoverCharacteristics(matching: [Self.commands], in: service).first)
+        let characteristics = try await peripheral.discoverCharacteristics(matching: nil, in: service)
+        let characteristic = try #require(characteristics.first { $0.uuid == Self.commands })
         return (central, peripheral, characteristic)
     }
 
@@ -96,6 +100,43 @@ import Testing
             peripheral.writeValue(Data([UInt8(index)]), for: characteristic, type: .withoutResponse)
         }
         try await waitUntil("the later writes failed too") { pending() == 0 && peripheral.canSendWriteWithoutResponse }
+        withExtendedLifetime(central) {}
+    }
+
+    /// Writes with response whose results wait on one in flight when the connection closes:
+    /// each call ends once, with its own result, and a later write fails as it is made.
+    @Test func aConnectionClosedUnderWritesWithResponseFailsEachOnce() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let (central, peripheral, _) = try await Self.connected(bluez)
+        let service = try #require(peripheral.services?.first)
+        let control = try #require(service.characteristics?.first { $0.uuid == BluetoothUUID(0x2A39) })
+        let engine = try #require(peripheral.engine)
+        let count = 8
+        // bluetoothd never answers the first write; it answers the others.
+        bluez.clearFaults()
+        bluez.inject(.noReply, for: .writeValue)
+        let outcomes = PosixMutex<[Int: Int]>([:])
+        for index in 0..<count {
+            Task {
+                let failed: Bool
+                do {
+                    try await peripheral.writeValue(Data([UInt8(index)]), to: control)
+                    failed = false
+                } catch { failed = true }
+                outcomes.withLock { $0[index, default: 0] += failed ? 1 : 1000 }
+            }
+        }
+        try await waitUntil("the first write reached bluetoothd") { bluez.unfiredFaultCount == 0 }
+        engine.close()
+        try await waitUntil("every write ended") { outcomes.withLock { $0.count } == count }
+        // A write made after the close fails as it is made.
+        await #expect(throws: (any Error).self) { try await peripheral.writeValue(Data([0xFF]), to: control) }
+        // Each call ended once, the held write with a failure (the others with theirs, or with
+        // success when bluetoothd answered them before the close).
+        let ended = outcomes.withLock { $0 }
+        #expect(ended.values.allSatisfy { $0 == 1 || $0 == 1000 })
+        #expect(ended.values.contains(1))
         withExtendedLifetime(central) {}
     }
 }

@@ -55,6 +55,15 @@ import Testing
             knownIssue: ("republish: a failed registration was never made again", .advertisingAgrees))
     ]
 
+    /// Seeds that crashed the test process on the code before a fix, and hold since.
+    static let crashedBefore: [Seed] = [
+        // connect, discover, power cycle, writeValue(.withoutResponse) x2; the world's teardown
+        // releases the central manager with a write in flight: the closed connection failed it,
+        // and its completion sent the waiting write again and again (59e7840, a segfault after
+        // about 1,165 warnings, seen by the soak while seed 517 ran).
+        Seed(516, .cancellation)
+    ]
+
     /// How many replays a fixed seed's failure is shrunk with (each failing replay waits out a bound).
     static let fixedShrinkAttempts = 6
 
@@ -76,6 +85,16 @@ import Testing
         let finding = try await InterleavingRunner.check(
             seed: seed.seed, profile: seed.profile, shrinkAttempts: Self.fixedShrinkAttempts)
         if let finding { Issue.record(Comment(rawValue: "\(known.bug) is back:\n\(finding.report)")) }
+    }
+
+    /// Each seed runs twice: its crash came after the run, from the managers its world released
+    /// at the end, while the next run went on (the process may exit before it, after one run).
+    @Test(arguments: crashedBefore) func aSeedThatCrashedTheProcessHolds(_ seed: Seed) async throws {
+        for _ in 0..<2 {
+            let finding = try await InterleavingRunner.check(
+                seed: seed.seed, profile: seed.profile, shrinkAttempts: Self.fixedShrinkAttempts)
+            if let finding { Issue.record(Comment(rawValue: finding.report)) }
+        }
     }
 
     @Test func aSeedFixesItsSteps() {

@@ -184,7 +184,8 @@ extension CentralEngine {
         } else {
             BlueZLog.warning(
                 "writes without response to \(characteristic.uuid) and the rest of the peripheral fail:"
-                    + " the bus connection closed (\(error)); \(waiting) waiting writes are not sent")
+                    + " the bus connection closed (\(error))"
+                    + (waiting > 0 ? "; \(waiting) waiting writes are not sent" : ""))
         }
         gatt[id]?.writesEnded = true
         updateCanSend(peripheral)

@@ -140,7 +140,11 @@ import Testing
         let detail = lines.count > 2 ? String(lines[2]) : ""
         return finding.invariant.rawValue + "|" + String(detail.filter { !$0.isNumber }.prefix(120))
     }
+}
 
+/// `Scripts/soak`: its own suite, so that its own time limit holds (a suite's limit, such as
+/// ``InterleavingTests``' two minutes, caps its tests' limits).
+@Suite struct InterleavingSoak {
     /// `Scripts/soak`: new seeds until `BLUEZKIT_SOAK_SECONDS` pass, from `BLUEZKIT_SOAK_FROM_SEED`.
     @Test(
         .enabled(if: ProcessInfo.processInfo.environment["BLUEZKIT_SOAK_SECONDS"] != nil),
@@ -171,7 +175,7 @@ import Testing
                 // A failure like one seen already (same invariant and evidence, numbers aside) is
                 // reported without its shrink, which costs many replays: the soak moves on.
                 var finding = try await InterleavingRunner.check(seed: seed, profile: profile, shrinkAttempts: 0)
-                if let found = finding, seen.insert(Self.signature(found)).inserted {
+                if let found = finding, seen.insert(InterleavingTests.signature(found)).inserted {
                     finding = try await InterleavingRunner.check(
                         seed: seed, profile: profile, shrinkAttempts: shrinkAttempts)
                 }

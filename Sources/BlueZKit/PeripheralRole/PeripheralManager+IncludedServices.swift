@@ -55,23 +55,32 @@ extension PeripheralManager {
 
     /// `remove(_:)`: takes `service` out of the added services and out of every application
     /// that carries it because another service includes it.
+    ///
+    /// On the chain of service changes, as `add(_:)` is: an `add` still waiting there (behind a
+    /// slow registration) is undone by a later `remove`, not the other way round (the
+    /// interleaving tester's seed 9022 notifySockets: remove, add, add, remove left the service
+    /// registered).
     func unpublish(_ service: MutableService) {
-        engine.sync { state in
-            state.services.removeAll { $0 === service }
-            state.inclusion.removed.insert(ObjectIdentifier(service))
+        serially {
+            self.engine.sync { state in
+                state.services.removeAll { $0 === service }
+                state.inclusion.removed.insert(ObjectIdentifier(service))
+            }
+            self.saveStateSoon()
+            _ = await self.reconcileApplications()
         }
-        saveStateSoon()
-        serially { _ = await self.reconcileApplications() }
     }
 
-    /// `removeAllServices()`.
+    /// `removeAllServices()`, on the chain of service changes (see ``unpublish(_:)``).
     func unpublishAll() {
-        engine.sync { state in
-            state.services.removeAll()
-            state.inclusion.removed.removeAll()
+        serially {
+            self.engine.sync { state in
+                state.services.removeAll()
+                state.inclusion.removed.removeAll()
+            }
+            self.saveStateSoon()
+            _ = await self.reconcileApplications()
         }
-        saveStateSoon()
-        serially { _ = await self.reconcileApplications() }
     }
 
     private func addToLayout(_ service: MutableService) async -> (any Error)? {

@@ -139,6 +139,12 @@ final class InterleavingWorld {
     // MARK: Tasks
 
     /// Starts an async call in a task cancelled as `cancel` says, and paces the run.
+    ///
+    /// The task starts at once (`Task.immediate`), so the call is made at its step: everything up
+    /// to its first suspension (for `addService`, handing the service to the manager) happens
+    /// before the next step. A task merely enqueued could start after later steps when the
+    /// executor is busy (under ThreadSanitizer with the whole tier running), and the library then
+    /// saw, say, a `remove(_:)` before the `add` the run's model had taken as the earlier call.
     func launch(
         _ what: String, role: CallLedger.Role, cancel: InterleavingStep.Cancel, pace: Duration = .milliseconds(100),
         _ body: @escaping @Sendable () async throws -> String
@@ -146,7 +152,7 @@ final class InterleavingWorld {
         let generation = role == .central ? centralGeneration : peripheralGeneration
         let id = ledger.begin(what, role: role, generation: generation)
         let ledger = self.ledger
-        let task = Task {
+        let task = Task.immediate {
             if cancel == .before {
                 withUnsafeCurrentTask { $0?.cancel() }
                 ledger.cancelled(id)
@@ -182,7 +188,7 @@ final class InterleavingWorld {
     /// Runs `body` (a simulated device's action, not the API under test) for at most 1 s.
     func bounded(_ body: @escaping @Sendable () async -> Void) async {
         let done = PosixMutex(false)
-        let task = Task {
+        let task = Task.immediate {
             await body()
             done.withLock { $0 = true }
         }

@@ -67,6 +67,13 @@ public enum DiscoveryConformance {
 
         // Transport: le and an empty Pattern: a filtered discovery on every release.
         try await client.startDiscovery(["Transport": .string("le"), "Pattern": .string("")], on: bluetoothd)
+        // A client whose discovery runs gets `btd_error_busy` for a second StartDiscovery: the
+        // central takes that answer for "ours runs already" (its background discovery).
+        let again = await client.error(bluetoothd.adapterPath, "org.bluez.Adapter1", "StartDiscovery")
+        #expect(
+            again?.name == "org.bluez.Error.InProgress",
+            "\(bluetoothd): a second StartDiscovery of a discovering client answered \(String(describing: again))",
+            sourceLocation: sourceLocation)
         let found = try await BlueZCalls.holds(within: .seconds(60)) { try await !newDevices().isEmpty }
         #expect(
             found, "\(bluetoothd): a filter with an empty Pattern did not report the \(kind) flag-less advertiser",

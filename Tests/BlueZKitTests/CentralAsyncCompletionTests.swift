@@ -42,17 +42,7 @@ import Testing
     static func connected(_ bluez: SimulatedBlueZ, _ device: Device) async throws -> (
         CentralManager, CentralAsyncTests.Quiet, Peripheral, Service
     ) {
-        try bluez.addPeripheral(device.peripheral)
-        let delegate = CentralAsyncTests.Quiet()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
-        try await waitUntil("powered on") { central.state == .poweredOn }
-        let peripheral = try await firstDiscovery(
-            central, scanningFor: [BluetoothUUID(0x5B00)], advertising: device.peripheral)
-        try await central.connect(to: peripheral)
-        let service = try #require(
-            try await peripheral.discoverServices(matching: [BluetoothUUID(0x5B00)]).first)
-        return (central, delegate, peripheral, service)
+        try await CentralAsyncTests.connected(bluez, device.peripheral, service: BluetoothUUID(0x5B00))
     }
 
     @Test(.timeLimit(.minutes(1))) func includedServicesAndDescriptors() async throws {

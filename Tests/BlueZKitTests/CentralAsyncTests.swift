@@ -26,15 +26,28 @@ import Testing
         return (sensor, measurement)
     }
 
-    static func found(_ bluez: SimulatedBlueZ, _ sensor: SimulatedPeripheral) async throws -> (
-        CentralManager, Quiet, Peripheral
-    ) {
+    static func found(
+        _ bluez: SimulatedBlueZ, _ sensor: SimulatedPeripheral,
+        scanningFor service: BluetoothUUID = BluetoothUUID(0x180D)
+    ) async throws -> (CentralManager, Quiet, Peripheral) {
         let delegate = Quiet()
         let central = CentralManager(
             delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(busAddress: bluez.busAddress))
         try await waitUntil("powered on") { central.state == .poweredOn }
-        let peripheral = try await firstDiscovery(central, scanningFor: [BluetoothUUID(0x180D)], advertising: sensor)
+        let peripheral = try await firstDiscovery(central, scanningFor: [service], advertising: sensor)
         return (central, delegate, peripheral)
+    }
+
+    /// Adds `sensor`, finds it by `service` (``found(_:_:scanningFor:)``), connects with
+    /// `connect(to:)` and discovers `service`.
+    static func connected(_ bluez: SimulatedBlueZ, _ sensor: SimulatedPeripheral, service uuid: BluetoothUUID)
+        async throws -> (CentralManager, Quiet, Peripheral, Service)
+    {
+        try bluez.addPeripheral(sensor)
+        let (central, delegate, peripheral) = try await found(bluez, sensor, scanningFor: uuid)
+        try await central.connect(to: peripheral)
+        let service = try #require(try await peripheral.discoverServices(matching: [uuid]).first)
+        return (central, delegate, peripheral, service)
     }
 
     @Test func connectsDiscoversReadsAndStreamsNotifications() async throws {

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 
 @testable import DBus
@@ -75,7 +76,7 @@ import Testing
     }
 
     @Test(arguments: 0..<8) func randomValuesRoundTrip(seed: UInt64) throws {
-        var random = SplitMix(seed: seed &* 0x9E37_79B9 &+ 1)
+        var random = SplitMix64(seed: seed &* 0x9E37_79B9 &+ 1)
         for _ in 0..<60 {
             let count = random.below(4) + 1
             let values = (0..<count).map { _ in RandomValue.make(&random, depth: 0) }
@@ -223,7 +224,7 @@ import Testing
     /// Bytes flipped at random in valid bodies: whenever libdbus accepts the
     /// message, both decoders agree; whenever libdbus rejects it, so do we.
     @Test(arguments: 0..<4) func corruptedBodiesAgreeWithLibdbus(seed: UInt64) throws {
-        var random = SplitMix(seed: seed &+ 1000)
+        var random = SplitMix64(seed: seed &+ 1000)
         var accepted = 0
         var rejected = 0
         for _ in 0..<150 {
@@ -343,25 +344,11 @@ struct TestMarshaller {
 
 // MARK: - Random values
 
-/// SplitMix64: small, seeded, reproducible.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-}
-
 /// Random well-formed values of every type but `h`, at most a few levels deep.
 enum RandomValue {
     static let texts = ["", "a", "héllo", "org.bluez.Device1", "🎧 ✓", String(repeating: "x", count: 40)]
 
-    static func basic(_ random: inout SplitMix) -> DBusValue {
+    static func basic(_ random: inout SplitMix64) -> DBusValue {
         switch random.below(13) {
         case 0: return .byte(UInt8(truncatingIfNeeded: random.next()))
         case 1: return .bool(random.below(2) == 0)
@@ -379,7 +366,7 @@ enum RandomValue {
     }
 
     /// A value of the same type as `template` (for array elements and dictionary values).
-    static func like(_ template: DBusValue, _ random: inout SplitMix) -> DBusValue {
+    static func like(_ template: DBusValue, _ random: inout SplitMix64) -> DBusValue {
         switch template {
         case .byte: return .byte(UInt8(truncatingIfNeeded: random.next()))
         case .bool: return .bool(random.below(2) == 0)
@@ -406,7 +393,7 @@ enum RandomValue {
         }
     }
 
-    static func make(_ random: inout SplitMix, depth: Int) -> DBusValue {
+    static func make(_ random: inout SplitMix64, depth: Int) -> DBusValue {
         if depth >= 3 { return basic(&random) }
         switch random.below(9) {
         case 0, 1, 2: return basic(&random)

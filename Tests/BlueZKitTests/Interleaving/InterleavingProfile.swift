@@ -1,3 +1,5 @@
+import TestSupport
+
 /// Which areas a run leans on: the weights of the step kinds. Every profile can draw every step
 /// kind of its role; a profile only makes the steps of its area more likely, and opens with a
 /// fixed prologue that brings the area's objects to life (a connected, discovered sensor; a

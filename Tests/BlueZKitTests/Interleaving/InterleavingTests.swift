@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 import Testing
 
 /// The seeded interleaving tester (issue 36): fixed seeds in the fast tier, new ones with

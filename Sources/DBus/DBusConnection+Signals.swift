@@ -205,23 +205,34 @@ extension DBusConnection {
         return release
     }
 
-    /// Delivers a signal to every live subscription whose rule it matches. On `queue`.
+    /// Delivers a signal to every live subscription whose rule it matches; one that a claim took
+    /// (`DBusConnection+Claims.swift`) to none whose rule names no path. On `queue`.
     func routeSignal(_ message: DBusMessage) {
         let path = dbus_message_get_path(message.raw)
         // A Swift string of the path (and a dictionary lookup) only when a rule names a path that long.
         if let path, router.byPathLengths & SignalRouter.lengthBit(strlen(path)) != 0,
-            let entries = router.byPath[ObjectPath(trusted: String(cString: path))]
-        {
+            let entries = router.byPath[ObjectPath(trusted: String(cString: path))],
             deliver(message, path: path, to: entries)
+        {
+            return
         }
-        deliver(message, path: path, to: router.unrouted)
+        _ = deliver(message, path: path, to: router.unrouted)
     }
 
-    private func deliver(_ message: DBusMessage, path: UnsafePointer<CChar>?, to entries: [SignalRouter.Entry]) {
+    /// Runs the handlers of `entries` that match; true when a claim among them took the signal.
+    private func deliver(_ message: DBusMessage, path: UnsafePointer<CChar>?, to entries: [SignalRouter.Entry])
+        -> Bool
+    {
+        var taken = false
         for entry in entries {
             guard entry.matches(message, messagePath: path), !entry.state.isCancelled else { continue }
-            entry.handler(message)
+            if let claim = entry.claim {
+                if claim(message) { taken = true }
+            } else {
+                entry.handler(message)
+            }
         }
+        return taken
     }
 
     private func removeMatch(_ rule: DBusMatchRule) {

@@ -30,7 +30,9 @@ package final class DBusSubscription: Sendable {
 /// Which handlers get an incoming signal: a dictionary by object path for
 /// rules that name a path, and a short list for the rest (path namespaces,
 /// whole interfaces). Reference counts of rule strings decide AddMatch /
-/// RemoveMatch. Queue-confined value owned by the connection.
+/// RemoveMatch. A claim (`DBusConnection+Claims.swift`) is an entry by path
+/// that the bus knows nothing of; a signal it takes skips the short list.
+/// Queue-confined value owned by the connection.
 struct SignalRouter {
     /// A class, so that delivering a signal retains one reference instead of copying every field.
     /// The rule's names are kept as C strings too (`SignalRouter+Matching.swift`): every signal
@@ -43,6 +45,9 @@ struct SignalRouter {
         let rule: DBusMatchRule
         let state: DBusSubscriptionState
         let handler: @Sendable (DBusMessage) -> Void
+        /// Set for a claim (`DBusConnection+Claims.swift`): runs instead of `handler`, and true
+        /// means it took the signal, which then goes to no entry in `unrouted`.
+        let claim: (@Sendable (DBusMessage) -> Bool)?
         let interface: UnsafeMutablePointer<CChar>?
         let member: UnsafeMutablePointer<CChar>?
         let path: UnsafeMutablePointer<CChar>?
@@ -52,13 +57,14 @@ struct SignalRouter {
         let senderOwner: CurrentOwner?
         init(
             id: UInt64, rule: DBusMatchRule, state: DBusSubscriptionState, senderOwner: CurrentOwner?,
-            handler: @escaping @Sendable (DBusMessage) -> Void
+            handler: @escaping @Sendable (DBusMessage) -> Void, claim: (@Sendable (DBusMessage) -> Bool)? = nil
         ) {
             self.id = id
             self.rule = rule
             self.state = state
             self.senderOwner = senderOwner
             self.handler = handler
+            self.claim = claim
             interface = rule.interface.map { strdup($0.rawValue) }
             member = rule.member.map { strdup($0.rawValue) }
             path = rule.path.map { strdup($0.rawValue) }
@@ -108,11 +114,7 @@ struct SignalRouter {
     /// Removes an entry; returns its rule when no other entry uses it (RemoveMatch is due).
     mutating func remove(id: UInt64, rule: DBusMatchRule) -> DBusMatchRule? {
         if let path = rule.path {
-            byPath[path]?.removeAll { $0.id == id }
-            if byPath[path]?.isEmpty == true {
-                byPath[path] = nil
-                byPathLengths = byPath.keys.reduce(0) { $0 | Self.lengthBit($1.rawValue.utf8.count) }
-            }
+            removeClaim(id: id, at: path)
         } else {
             unrouted.removeAll { $0.id == id }
         }
@@ -124,6 +126,30 @@ struct SignalRouter {
         }
         ruleCounts[key]?.count = count - 1
         return nil
+    }
+
+    /// Adds a claim on the signals `rule` matches at its path (which it must name): an entry of
+    /// `byPath` that needs no match rule on the bus and is counted in no rule's references.
+    /// Returns its id.
+    mutating func addClaim(
+        _ rule: DBusMatchRule, at path: ObjectPath, state: DBusSubscriptionState, senderOwner: CurrentOwner?,
+        handler: @escaping @Sendable (DBusMessage) -> Bool
+    ) -> UInt64 {
+        nextID += 1
+        let entry = Entry(
+            id: nextID, rule: rule, state: state, senderOwner: senderOwner, handler: { _ in }, claim: handler)
+        byPath[path, default: []].append(entry)
+        byPathLengths |= Self.lengthBit(path.rawValue.utf8.count)
+        return nextID
+    }
+
+    /// Removes the claim (or the entry of a rule naming `path`) `id` at `path`.
+    mutating func removeClaim(id: UInt64, at path: ObjectPath) {
+        byPath[path]?.removeAll { $0.id == id }
+        if byPath[path]?.isEmpty == true {
+            byPath[path] = nil
+            byPathLengths = byPath.keys.reduce(0) { $0 | Self.lengthBit($1.rawValue.utf8.count) }
+        }
     }
 
     mutating func removeAll() {

@@ -59,9 +59,9 @@ package final class BlueZClient: @unchecked Sendable {
         /// went: `removed` names the object when one went.
         case gattObjectsChanged(DeviceID, removed: AttributeID?)
         /// The `Value` of a remote characteristic or descriptor changed (a notification or
-        /// indication under `StartNotify`, or a read's result). The attribute's device, when
-        /// there is one, is `AttributeID.device`: not looked for here, as the receiver usually
-        /// knows the attribute already.
+        /// indication under `StartNotify`, or a read's result) and no route took it
+        /// (``routeValues(of:to:)``). The attribute's device, when there is one, is
+        /// `AttributeID.device`: not looked for here.
         case valueChanged(AttributeID, [UInt8])
     }
 

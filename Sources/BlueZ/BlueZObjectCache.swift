@@ -36,7 +36,8 @@ package final class BlueZObjectCache: @unchecked Sendable {
         case interfacesAdded(ObjectPath, Interfaces)
         case interfacesRemoved(ObjectPath, [String])
         case propertiesChanged(ObjectPath, interface: String, changed: [String: DBusValue], invalidated: [String])
-        /// The fast path: only `Value` of a characteristic or descriptor changed.
+        /// Only `Value` of a characteristic or descriptor changed (and no route took the signal:
+        /// `BlueZClient+ValueRoutes.swift`).
         case valueChanged(ObjectPath, interface: String, [UInt8])
         /// bluetoothd is on the bus but `GetManagedObjects` failed; tried again later.
         case loadFailed(DBusError)
@@ -55,14 +56,6 @@ package final class BlueZObjectCache: @unchecked Sendable {
     /// Why the last `GetManagedObjects` failed; nil once one succeeded or bluetoothd left.
     private(set) package var loadError: DBusError?
     private var generation = 0
-    /// The objects whose `Value` changed last, most recent first, with their place in `objects`:
-    /// a notification finds its object by comparing its path with a few C strings instead of
-    /// making a Swift string and hashing it. A place stays valid while no dictionary on its way
-    /// gains or loses a key (values changed in place keep every index; a stale index would
-    /// trap); `forgetValueSlots()` runs wherever one might.
-    private var valueSlots: [ValueSlot] = []
-    /// At most this many value slots (a gateway's links each notify through one or two).
-    static let maximumValueSlots = 8
     /// Signals received while a load is outstanding (nil when none is).
     private var heldSignals: [(SignalKind, DBusMessage)]?
     /// More held signals than this (a storm during a slow load) start the load again.
@@ -136,7 +129,6 @@ package final class BlueZObjectCache: @unchecked Sendable {
     private func ownerChanged(_ owner: BusName?) {
         generation += 1
         let wasLoaded = isLoaded
-        forgetValueSlots()
         objects.removeAll()
         isLoaded = false
         loadError = nil
@@ -174,7 +166,6 @@ package final class BlueZObjectCache: @unchecked Sendable {
         switch result {
         case .success(let reply):
             if let tree = Self.decodeManagedObjects(reply: reply) {
-                forgetValueSlots()
                 objects = tree
                 isLoaded = true
                 loadError = nil
@@ -233,7 +224,6 @@ package final class BlueZObjectCache: @unchecked Sendable {
         guard isLoaded, let args = try? message.arguments(), args.count == 2,
             let path = args[0].objectPathValue, let added = Self.decodeInterfaces(args[1])
         else { return }
-        forgetValueSlots()
         objects[path, default: [:]].merge(added) { _, new in new }
         events(.interfacesAdded(path, added))
     }
@@ -243,7 +233,6 @@ package final class BlueZObjectCache: @unchecked Sendable {
         guard isLoaded, let args = try? message.arguments(), args.count == 2,
             let path = args[0].objectPathValue, let removed = args[1].stringArrayValue
         else { return }
-        forgetValueSlots()
         for interface in removed { objects[path]?[interface] = nil }
         if objects[path]?.isEmpty == true { objects[path] = nil }
         events(.interfacesRemoved(path, removed))
@@ -251,74 +240,51 @@ package final class BlueZObjectCache: @unchecked Sendable {
 
     private func propertiesChanged(_ message: DBusMessage) {
         guard !held(.propertiesChanged, message), isLoaded else { return }
-        // The hottest signal (a value notified through StartNotify, or read): the object found
-        // among the value slots, the value stored in place.
+        // A value notified through StartNotify, or read, that no route claimed
+        // (`BlueZClient+ValueRoutes.swift`): stored, and reported as a value change.
         if let (interface, bytes) = Self.valueChange(message) {
-            guard let path = storeValue(.bytes(bytes), of: message, interface: interface.rawValue) else { return }
+            guard let path = message.path, storeValue(bytes, at: path, interface: interface) else { return }
             return events(.valueChanged(path, interface: interface.rawValue, bytes))
         }
         guard let path = message.path, let index = objects.index(forKey: path), let change = message.propertiesChange(),
-            let before = objects.values[index][change.interface]?.count
+            objects.values[index][change.interface] != nil
         else { return }
         for (name, value) in change.changed { objects.values[index][change.interface]![name] = value }
         for name in change.invalidated { objects.values[index][change.interface]![name] = nil }
-        // A property that came or went moves the others: the value slots' places are stale.
-        if objects.values[index][change.interface]!.count != before || !change.invalidated.isEmpty {
-            forgetValueSlots()
-        }
         events(
             .propertiesChanged(
                 path, interface: change.interface, changed: change.changed, invalidated: change.invalidated))
     }
 
-    /// Where an object's `Value` is in `objects`: the object, its interface, the property.
-    private struct ValueSlot {
-        let path: ObjectPath
-        let interface: String
-        let index: [ObjectPath: Interfaces].Index
-        let interfaceIndex: Interfaces.Index
-        let valueIndex: [String: DBusValue].Index
+    /// Stores `bytes` as `Value` of `interface` of the object at `path`; false (nothing stored)
+    /// when the cache has no such object or it has no such interface.
+    private func storeValue(_ bytes: [UInt8], at path: ObjectPath, interface: InterfaceName) -> Bool {
+        // One lookup of each key, the value changed in place (the indices are used at once).
+        guard let index = objects.index(forKey: path),
+            let interfaceIndex = objects.values[index].index(forKey: interface.rawValue)
+        else { return false }
+        objects.values[index].values[interfaceIndex][Self.valueProperty] = .bytes(bytes)
+        return true
     }
 
-    /// Stores `value` as `Value` of `interface` of the object `message` is about, in place, and
-    /// returns the object's path; nil (nothing stored) when the cache has no such object or it
-    /// has no such interface. A recent object is found by comparing C strings; another one by
-    /// lookups in `objects`, and it becomes the most recent slot.
-    private func storeValue(_ value: DBusValue, of message: DBusMessage, interface: String) -> ObjectPath? {
-        if let position = valueSlots.firstIndex(where: { message.hasPath($0.path) }),
-            valueSlots[position].interface == interface
-        {
-            let slot = valueSlots[position]
-            objects.values[slot.index].values[slot.interfaceIndex].values[slot.valueIndex] = value
-            if position > 0 {
-                valueSlots.remove(at: position)
-                valueSlots.insert(slot, at: 0)
-            }
-            return slot.path
-        }
-        guard let path = message.path, let index = objects.index(forKey: path),
-            let interfaceIndex = objects.values[index].index(forKey: interface)
-        else { return nil }
-        let count = objects.values[index].values[interfaceIndex].count
-        objects.values[index].values[interfaceIndex][Self.valueProperty] = value
-        // A property added moves the others of this object: no slot may keep their places.
-        if objects.values[index].values[interfaceIndex].count != count { forgetValueSlots() }
-        guard let valueIndex = objects.values[index].values[interfaceIndex].index(forKey: Self.valueProperty) else {
-            return path
-        }
-        valueSlots.removeAll { $0.path == path }
-        if valueSlots.count == Self.maximumValueSlots { valueSlots.removeLast() }
-        valueSlots.insert(
-            ValueSlot(
-                path: path, interface: interface, index: index, interfaceIndex: interfaceIndex, valueIndex: valueIndex),
-            at: 0)
-        return path
+    /// What ``takeValue(_:at:interface:)`` did with a signal.
+    package enum ValueTake {
+        /// The signal was the object's new `Value`, now stored: these bytes.
+        case value([UInt8])
+        /// The signal was a `Value` of an object (or interface) the cache lacks: dropped, as the
+        /// general path drops it.
+        case dropped
+        /// Another shape, or no tree is loaded: for the general path (which holds signals during
+        /// a load).
+        case notTaken
     }
 
-    /// Drops the value slots: called whenever `objects` gains or loses an object, an object
-    /// gains or loses an interface, or an interface gains or loses a property.
-    private func forgetValueSlots() {
-        if !valueSlots.isEmpty { valueSlots.removeAll() }
+    /// Takes a `PropertiesChanged` signal of the object at `path` whose only change is `Value`
+    /// of `interface` (a notification under `StartNotify`), for a route that knows where it goes:
+    /// the value is stored as the general path stores it, and no event is reported. On the queue.
+    package func takeValue(_ message: DBusMessage, at path: ObjectPath, interface: InterfaceName) -> ValueTake {
+        guard isLoaded, let bytes = message.propertiesChangedValueBytes(of: interface) else { return .notTaken }
+        return storeValue(bytes, at: path, interface: interface) ? .value(bytes) : .dropped
     }
 
     static let valueProperty = "Value"

@@ -149,11 +149,11 @@ import Testing
     }
 }
 
-/// The fast path's remembered places (`BlueZObjectCache`'s value slots) never outlive the shape
-/// of the tree they point into: objects added and removed around a notifying characteristic,
-/// its own removal and return, an invalidated `Value` that comes back, more notifying objects
-/// than slots. Each value lands where a lookup would put it, and nothing traps.
-@Suite(.timeLimit(.minutes(5))) struct BlueZObjectCacheValueSlotTests {
+/// Values land where a lookup would put them whatever the tree did meanwhile: objects added and
+/// removed around a notifying characteristic, its own removal and return, an invalidated
+/// `Value` that comes back, many notifying objects (the cache once remembered the places of the
+/// last eight in the tree, which such changes made stale). Nothing traps.
+@Suite(.timeLimit(.minutes(5))) struct BlueZObjectCacheValueTreeTests {
     typealias Base = BlueZObjectCacheValueTests
 
     static func gattObject(_ uuid: String, value: [UInt8]) -> DBusValue {

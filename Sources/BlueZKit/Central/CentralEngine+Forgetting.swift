@@ -19,7 +19,7 @@ extension CentralEngine {
     func forget(_ id: DeviceID) {
         guard links[id] == nil, let peripheral = peripherals.removeValue(forKey: id) else { return }
         knownNames[id] = nil
-        gatt[id] = nil
+        gatt.removeValue(forKey: id)?.endNotifyRoutes()
         pendingServiceDiscoveries[id] = nil
         restoredSubscriptions[id] = nil
         // Entries whose peripheral the app released are dropped in one pass once the table has

@@ -18,6 +18,8 @@ extension CentralEngine {
         var notifySockets: [AttributeID: BlueZNotifySocket] = [:]
         /// Subscriptions whose `AcquireNotify` is under way; true when the app asked to stop meanwhile.
         var acquiringNotify: [AttributeID: Bool] = [:]
+        /// The routes of subscribed characteristics' `StartNotify` values (`CentralEngine+Notify.swift`).
+        var notifyRoutes: [AttributeID: NotifyRoute] = [:]
         /// The write-without-response paths, per characteristic.
         var writeChannels: [AttributeID: WriteChannel] = [:]
         /// `WriteValue` commands sent and not answered yet (flow control of the fallback path).
@@ -112,6 +114,9 @@ extension CentralEngine {
             found.append(characteristic)
         }
         gatt[id] = model
+        for characteristic in found where model.notifying.contains(characteristic.id) {
+            updateNotifyRoute(id, characteristic.id)
+        }
         manager?.post(.gatt(peripheral, .characteristics(service, found, nil)))
     }
 
@@ -259,6 +264,7 @@ extension CentralEngine {
         if let model = gatt[id] {
             for socket in model.notifySockets.values { socket.close() }
             for channel in model.writeChannels.values { channel.socket?.close() }
+            model.endNotifyRoutes()
         }
         gatt[id] = nil
         peripherals[id]?.update(canSendWriteWithoutResponse: true)

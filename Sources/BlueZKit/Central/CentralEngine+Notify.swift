@@ -26,6 +26,7 @@ extension CentralEngine {
                 return
             }
             gatt[id]?.notifying.insert(attribute)
+            updateNotifyRoute(id, attribute)
             subscribe(peripheral, characteristic, report: true)
             return
         }
@@ -37,6 +38,7 @@ extension CentralEngine {
         if let socket = gatt[id]?.notifySockets.removeValue(forKey: attribute) {
             socket.close()
             gatt[id]?.notifying.remove(attribute)
+            updateNotifyRoute(id, attribute)
             manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
             return
         }
@@ -44,6 +46,7 @@ extension CentralEngine {
             do throws(BlueZError) {
                 try await client.setNotify(attribute, enabled: false)
                 gatt[id]?.notifying.remove(attribute)
+                updateNotifyRoute(id, attribute)
                 manager?.post(.gatt(peripheral, .notifyState(characteristic, false, nil)))
             } catch {
                 manager?.post(.gatt(peripheral, .notifyState(characteristic, true, Self.gattError(error))))
@@ -77,6 +80,7 @@ extension CentralEngine {
                 if report { self.manager?.post(.gatt(peripheral, .notifyState(characteristic, true, nil))) }
                 let socket = notifySocket(acquired, peripheral, characteristic, queue: queue)
                 gatt[id]?.notifySockets[attribute] = socket
+                updateNotifyRoute(id, attribute)
                 if stopAsked { setNotify(peripheral, enabled: false, characteristic: characteristic) }
             case .failure(let error):
                 BlueZLog.debug("AcquireNotify refused (\(error)); subscribing with StartNotify")
@@ -111,6 +115,7 @@ extension CentralEngine {
     private func notifySocketClosed(_ peripheral: Peripheral, _ characteristic: Characteristic) {
         let id = peripheral.deviceID
         guard gatt[id]?.notifySockets.removeValue(forKey: characteristic.id) != nil else { return }
+        updateNotifyRoute(id, characteristic.id)
         onBusQueue { [self] in
             await client.synchronize(with: id)
             guard links[id]?.phase == .connected, gatt[id]?.notifying.contains(characteristic.id) == true,
@@ -133,45 +138,57 @@ extension CentralEngine {
                 // A subscription that needs encryption fails like a read when pairing fails.
                 let failure = await operationError(error, of: peripheral)
                 gatt[id]?.notifying.remove(attribute)
+                updateNotifyRoute(id, attribute)
                 manager?.post(.gatt(peripheral, .notifyState(characteristic, false, failure)))
             }
         }
     }
 
-    /// A `Value` change from bluetoothd: a notification when we subscribed with `StartNotify`.
-    ///
-    /// The hottest event of a subscribed central: one lookup in `notifyRoutes` once the first
-    /// value of the attribute found its characteristic and peripheral in the model, none while
-    /// the same attribute notifies again (`lastNotifyRoute`).
+    /// A `Value` change from bluetoothd that no route took: a notification when we subscribed
+    /// with `StartNotify`. Rare: the subscribed characteristics' values take their routes
+    /// (``updateNotifyRoute(_:_:)``); these are values read, or of other characteristics, or
+    /// received while bluetoothd's tree was being loaded.
     func valueChanged(_ attribute: AttributeID, _ bytes: [UInt8]) {
-        let route: NotifyRoute
-        if let last = lastNotifyRoute, last.attribute == attribute {
-            route = last.route
-        } else if let known = notifyRoutes[attribute] {
-            route = known
-            lastNotifyRoute = (attribute, known)
-        } else {
-            guard let id = attribute.device, let characteristic = gatt[id]?.startNotifyTarget(attribute),
-                let peripheral = peripherals[id]
-            else { return }
-            route = NotifyRoute(peripheral: peripheral, characteristic: characteristic)
-            notifyRoutes[attribute] = route
-            lastNotifyRoute = (attribute, route)
-        }
-        manager?.postNotification(Data(bytes), of: route.characteristic, from: route.peripheral)
+        guard let id = attribute.device, let characteristic = gatt[id]?.startNotifyTarget(attribute),
+            let peripheral = peripherals[id]
+        else { return }
+        manager?.postNotification(Data(bytes), of: characteristic, from: peripheral)
     }
 
-    /// The characteristic and peripheral a subscribed attribute's values go to.
+    /// A subscribed characteristic's route: the client's claim on its values, and where they go.
     struct NotifyRoute {
-        let peripheral: Peripheral
+        let route: BlueZClient.ValueRoute
         let characteristic: Characteristic
+        let peripheral: Peripheral
     }
 
-    /// Empties `notifyRoutes`: called whenever `gatt` or `peripherals` changes, so that a route
-    /// is never older than the model it was read from.
-    func forgetNotifyRoutes() {
-        if !notifyRoutes.isEmpty { notifyRoutes.removeAll() }
-        lastNotifyRoute = nil
+    /// Makes the route of `attribute`'s `Value` changes agree with the model: a route to its
+    /// characteristic and peripheral while `StartNotify` values of it are notifications (the app
+    /// subscribed, through no socket: `startNotifyTarget`), none otherwise. Called wherever one
+    /// of those changes (subscribing, unsubscribing, a socket acquired or closed, a failed
+    /// subscription, restoration, discovery); a link's end and a database change end the
+    /// routes with the model (``GattModel/endNotifyRoutes()``). On the queue.
+    ///
+    /// A value then goes from the signal router to the manager with no lookup, and no cache of
+    /// the model that could fall out of step with it.
+    func updateNotifyRoute(_ id: DeviceID, _ attribute: AttributeID) {
+        guard let model = gatt[id] else { return }
+        let current = model.notifyRoutes[attribute]
+        guard let characteristic = model.startNotifyTarget(attribute), let peripheral = peripherals[id] else {
+            if let current {
+                current.route.cancel()
+                gatt[id]?.notifyRoutes[attribute] = nil
+            }
+            return
+        }
+        if let current, current.characteristic === characteristic, current.peripheral === peripheral { return }
+        current?.route.cancel()
+        let route = client.routeValues(of: attribute) { [weak manager] bytes in
+            manager?.postNotification(Data(bytes), of: characteristic, from: peripheral)
+        }
+        gatt[id]?.notifyRoutes[attribute] = route.map {
+            NotifyRoute(route: $0, characteristic: characteristic, peripheral: peripheral)
+        }
     }
 }
 
@@ -181,5 +198,10 @@ extension CentralEngine.GattModel {
     func startNotifyTarget(_ attribute: CentralEngine.AttributeID) -> Characteristic? {
         guard notifySockets[attribute] == nil, notifying.contains(attribute) else { return nil }
         return characteristics[attribute]
+    }
+
+    /// Ends every route of the model (its link ended, or its peripheral was forgotten).
+    func endNotifyRoutes() {
+        for route in notifyRoutes.values { route.route.cancel() }
     }
 }

@@ -45,6 +45,7 @@ extension CentralEngine {
                         return service
                     })
                 if saved.services != nil { gatt[id] = model }
+                for attribute in subscriptions { updateNotifyRoute(id, attribute) }
                 restoredSubscriptions[id] = subscriptions
                 restoredLinks.append(id)
                 restored.append(peripheral)

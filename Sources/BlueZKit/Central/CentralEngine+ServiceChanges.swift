@@ -67,6 +67,7 @@ extension CentralEngine {
             model.notifySockets.removeValue(forKey: attribute)?.close()
             model.writeChannels.removeValue(forKey: attribute)?.socket?.close()
             model.notifying.remove(attribute)
+            model.notifyRoutes.removeValue(forKey: attribute)?.route.cancel()
             model.acquiringNotify[attribute] = nil
             restoredSubscriptions[id]?.removeAll { $0 == attribute }
         }

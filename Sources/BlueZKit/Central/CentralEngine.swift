@@ -18,7 +18,7 @@ final class CentralEngine: @unchecked Sendable {
     private var lastState: ManagerState?
     /// The adapter's address as last reported.
     var adapterAddress: String { presence.adapterAddress }
-    var peripherals: [DeviceID: Peripheral] = [:] { didSet { forgetNotifyRoutes() } }
+    var peripherals: [DeviceID: Peripheral] = [:]
     var scan: ScanState?
     /// Counts the scans started, so that late events of a replaced one are told apart.
     var scanGeneration = 0
@@ -28,13 +28,7 @@ final class CentralEngine: @unchecked Sendable {
     /// Why each device's last link ended, as bluetoothd said (5.84 and later), until its next
     /// link: the error of an operation that the link's end failed (``operationError(_:of:)``).
     var linkEndReasons: [DeviceID: BlueZClient.DisconnectReason] = [:]
-    var gatt: [DeviceID: GattModel] = [:] { didSet { forgetNotifyRoutes() } }
-    /// Where `StartNotify` values of each attribute go, as `gatt` and `peripherals` said when
-    /// the first one came (`CentralEngine+Notify.swift`); emptied whenever either changes.
-    var notifyRoutes: [AttributeID: NotifyRoute] = [:]
-    /// The route `valueChanged` took last: the next value of the same attribute comes with the
-    /// same path string (the object cache's), so it is found without hashing.
-    var lastNotifyRoute: (attribute: AttributeID, route: NotifyRoute)?
+    var gatt: [DeviceID: GattModel] = [:]
     var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
     /// The order of each peripheral's write-with-response results (`CentralEngine+GATT.swift`).
     var writeResults: [DeviceID: WriteResultOrder] = [:]

@@ -32,4 +32,7 @@ extension DBusConnection {
         holder.id = router.addClaim(rule, at: path, state: .init(claim), senderOwner: owner, handler: handler)
         return claim
     }
+
+    /// Number of claims this connection holds (for tests; off the queue).
+    package var claimCount: Int { onQueue { router.claimCount } }
 }

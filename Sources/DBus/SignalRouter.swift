@@ -162,6 +162,9 @@ struct SignalRouter {
     /// The bit of `byPathLengths` for a path of `length` bytes.
     static func lengthBit(_ length: Int) -> UInt64 { 1 << UInt64(length & 63) }
 
+    /// How many claims are registered (for tests).
+    var claimCount: Int { byPath.values.reduce(0) { $0 + $1.count { $0.claim != nil } } }
+
     /// How many distinct rules are registered (for tests of reference counting).
     var ruleCount: Int { ruleCounts.count }
 

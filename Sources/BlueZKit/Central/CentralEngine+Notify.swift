@@ -205,3 +205,10 @@ extension CentralEngine.GattModel {
         for route in notifyRoutes.values { route.route.cancel() }
     }
 }
+
+extension CentralEngine {
+    /// How many value routes the model of `peripheral` holds (for tests; off the queue).
+    func notifyRouteCount(of peripheral: Peripheral) -> Int {
+        busQueue.sync { gatt[peripheral.deviceID]?.notifyRoutes.count ?? 0 }
+    }
+}

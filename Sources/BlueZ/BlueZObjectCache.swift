@@ -259,11 +259,18 @@ package final class BlueZObjectCache: @unchecked Sendable {
     /// Stores `bytes` as `Value` of `interface` of the object at `path`; false (nothing stored)
     /// when the cache has no such object or it has no such interface.
     private func storeValue(_ bytes: [UInt8], at path: ObjectPath, interface: InterfaceName) -> Bool {
-        // One lookup of each key, the value changed in place (the indices are used at once).
+        // The object by its path; its interface and `Value` among the few it has by comparing
+        // names (no hashing), the value changed in place. Each index is used at once.
         guard let index = objects.index(forKey: path),
-            let interfaceIndex = objects.values[index].index(forKey: interface.rawValue)
+            let interfaceIndex = objects.values[index].firstIndex(where: { $0.key == interface.rawValue })
         else { return false }
-        objects.values[index].values[interfaceIndex][Self.valueProperty] = .bytes(bytes)
+        if let valueIndex = objects.values[index].values[interfaceIndex].firstIndex(where: {
+            $0.key == Self.valueProperty
+        }) {
+            objects.values[index].values[interfaceIndex].values[valueIndex] = .bytes(bytes)
+        } else {
+            objects.values[index].values[interfaceIndex][Self.valueProperty] = .bytes(bytes)
+        }
         return true
     }
 

@@ -209,23 +209,22 @@ extension DBusConnection {
     /// (`DBusConnection+Claims.swift`) to none whose rule names no path. On `queue`.
     func routeSignal(_ message: DBusMessage) {
         let path = dbus_message_get_path(message.raw)
-        // A Swift string of the path (and a dictionary lookup) only when a rule names a path that long.
-        if let path, router.byPathLengths & SignalRouter.lengthBit(strlen(path)) != 0,
-            let entries = router.byPath[ObjectPath(trusted: String(cString: path))],
-            deliver(message, path: path, to: entries)
-        {
+        if let path, let entries = router.entries(at: path), deliver(message, path: path, to: entries, byPath: true) {
             return
         }
-        _ = deliver(message, path: path, to: router.unrouted)
+        _ = deliver(message, path: path, to: router.unrouted, byPath: false)
     }
 
     /// Runs the handlers of `entries` that match; true when a claim among them took the signal.
-    private func deliver(_ message: DBusMessage, path: UnsafePointer<CChar>?, to entries: [SignalRouter.Entry])
-        -> Bool
-    {
+    /// `byPath`: the entries were found by the signal's path, which their rules name.
+    private func deliver(
+        _ message: DBusMessage, path: UnsafePointer<CChar>?, to entries: [SignalRouter.Entry], byPath: Bool
+    ) -> Bool {
         var taken = false
         for entry in entries {
-            guard entry.matches(message, messagePath: path), !entry.state.isCancelled else { continue }
+            guard entry.matches(message, messagePath: path, pathMatched: byPath), !entry.state.isCancelled else {
+                continue
+            }
             if let claim = entry.claim {
                 if claim(message) { taken = true }
             } else {

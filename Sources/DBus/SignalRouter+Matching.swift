@@ -4,14 +4,15 @@ extension SignalRouter.Entry {
     /// Whether `message` (a signal) satisfies the entry's rule, compared with the C strings kept
     /// for it: each name the rule gives equals the message's (a well-known sender also matches
     /// its current owner, `senderOwner`), the path lies in `pathNamespace`, the first argument
-    /// is `arg0`. `messagePath` is the message's path as libdbus keeps it.
+    /// is `arg0`. `messagePath` is the message's path as libdbus keeps it; `pathMatched` says
+    /// it is known to equal the rule's path already (the entry was found by it).
     ///
     /// Runs for every entry for every signal: no Swift string is made or hashed.
-    func matches(_ message: DBusMessage, messagePath: UnsafePointer<CChar>?) -> Bool {
+    func matches(_ message: DBusMessage, messagePath: UnsafePointer<CChar>?, pathMatched: Bool = false) -> Bool {
         let raw = message.raw
         if let interface, dbus_message_has_interface(raw, interface) == 0 { return false }
         if let member, dbus_message_has_member(raw, member) == 0 { return false }
-        if let path, dbus_message_has_path(raw, path) == 0 { return false }
+        if !pathMatched, let path, dbus_message_has_path(raw, path) == 0 { return false }
         if let pathNamespace {
             guard let messagePath, Self.isPath(messagePath, in: pathNamespace) else { return false }
         }

@@ -159,6 +159,25 @@ struct SignalRouter {
         ruleCounts.removeAll()
     }
 
+    /// At most this many paths in `byPath` are compared with a signal's path one by one, as C
+    /// strings; with more, the dictionary is asked (a Swift string made and hashed).
+    static let pathsComparedInPlace = 8
+
+    /// The entries of `byPath` for a signal's path (a C string as libdbus keeps it); nil when no
+    /// rule or claim names it. A few paths (the usual case: a name-owner watch, a central's
+    /// subscribed characteristics) are compared in place, without making a Swift string or
+    /// hashing one.
+    func entries(at path: UnsafePointer<CChar>) -> [Entry]? {
+        guard byPathLengths & Self.lengthBit(strlen(path)) != 0 else { return nil }
+        guard byPath.count <= Self.pathsComparedInPlace else {
+            return byPath[ObjectPath(trusted: String(cString: path))]
+        }
+        for entries in byPath.values {
+            if let key = entries.first?.path, strcmp(key, path) == 0 { return entries }
+        }
+        return nil
+    }
+
     /// The bit of `byPathLengths` for a path of `length` bytes.
     static func lengthBit(_ length: Int) -> UInt64 { 1 << UInt64(length & 63) }
 

@@ -26,7 +26,6 @@ extension CentralEngine {
                 return
             }
             gatt[id]?.notifying.insert(attribute)
-            updateNotifyRoute(id, attribute)
             subscribe(peripheral, characteristic, report: true)
             return
         }
@@ -59,6 +58,8 @@ extension CentralEngine {
     func subscribe(_ peripheral: Peripheral, _ characteristic: Characteristic, report: Bool) {
         let id = peripheral.deviceID
         let attribute = characteristic.id
+        // Values are notifications from now on (until a socket is acquired): the route first.
+        updateNotifyRoute(id, attribute)
         let offersSocket = usesNotifySockets && client.characteristic(attribute)?.offersAcquireNotify == true
         guard offersSocket, let manager else { return startNotify(peripheral, characteristic, report: report) }
         gatt[id]?.acquiringNotify[attribute] = false

@@ -5,51 +5,19 @@ import Locking
 /// The bus side of a central manager: turns BlueZ's events into Core
 /// Bluetooth events and posts them to the manager. Never calls user code.
 ///
-/// The invariant behind `@unchecked Sendable`: every stored `var` is touched
-/// only on the connection's queue (the client's events arrive there; public
-/// calls hop there).
-final class CentralEngine: @unchecked Sendable {
-    weak var manager: CentralManager?
-    /// The bus connection's serial queue: where every stored `var` is touched.
+/// `Sendable` as the compiler checks it: every stored property is a `let`; what changes lives
+/// in ``state``, a ``QueueBound`` that checks on every access that it runs on the bus queue
+/// (the client's events arrive there; public calls hop there with `busQueue.async`/`sync` or
+/// ``onBusQueue(_:)``). Computed properties forward to its fields (`CentralEngine+State.swift`),
+/// so that the extensions read and write `links[id]` as before.
+final class CentralEngine: Sendable {
+    /// The manager the engine posts to; gone once the app released it.
+    weak let manager: CentralManager?
+    /// The bus connection's serial queue: where ``state`` is touched.
     let busQueue: DispatchQueue
-    var client: BlueZClient!
-    /// bluetoothd's and the adapter's presence, and the state they give (on the bus queue).
-    private var presence = AdapterPresence()
-    private var lastState: ManagerState?
-    /// The adapter's address as last reported.
-    var adapterAddress: String { presence.adapterAddress }
-    var peripherals: [DeviceID: Peripheral] = [:]
-    var scan: ScanState?
-    /// Counts the scans started, so that late events of a replaced one are told apart.
-    var scanGeneration = 0
-    /// The advertisement monitor of a passive scan (`CentralEngine+PassiveScan.swift`).
-    var passiveScan: PassiveSession?
-    var links: [DeviceID: Link] = [:]
-    /// Why each device's last link ended, as bluetoothd said (5.84 and later), until its next
-    /// link: the error of an operation that the link's end failed (``operationError(_:of:)``).
-    var linkEndReasons: [DeviceID: BlueZClient.DisconnectReason] = [:]
-    var gatt: [DeviceID: GattModel] = [:]
-    var pendingServiceDiscoveries: [DeviceID: [[BluetoothUUID]?]] = [:]
-    /// The order of each peripheral's write-with-response results (`CentralEngine+GATT.swift`).
-    var writeResults: [DeviceID: WriteResultOrder] = [:]
-    var backgroundDiscovery = false
-    /// Our discovery, paused while connection attempts run (`CentralEngine+ConnectPause.swift`).
-    var connectPause = ConnectPause()
-    var lastSeenRSSI: [DeviceID: Int16] = [:]
-    /// The name of each peripheral as this engine last reported it (`peripheralDidUpdateName`).
-    var knownNames: [DeviceID: String] = [:]
-    /// Peripherals of devices bluetoothd removed, while the app still holds them
-    /// (`CentralEngine+Forgetting.swift`).
-    var forgotten: [DeviceID: ForgottenPeripheral] = [:]
-    /// The size at which `forget` next drops released entries from `forgotten`.
-    var forgottenPruneAt = CentralEngine.forgottenPruneMinimum
-    /// Restored peripherals whose links resume once the adapter is powered on.
-    var restoredLinks: [DeviceID] = []
-    /// Restored subscriptions to enable again once the peripheral is connected and resolved.
-    var restoredSubscriptions: [DeviceID: [BlueZClient.AttributeID]] = [:]
-    /// The `Disconnect` of a link that came up after its request was cancelled; the next
-    /// request for the device waits for it (`CentralEngine+Connections.swift`).
-    var teardowns: [DeviceID: Task<Void, Never>] = [:]
+    let client: BlueZClient
+    /// The engine's mutable state, on the bus queue.
+    let state: QueueBound<State>
     let discoveryChain: SerialTaskChain
     /// The bus queue as a task executor (``onBusQueue(_:)``).
     let busExecutor: any TaskExecutor
@@ -77,11 +45,21 @@ final class CentralEngine: @unchecked Sendable {
         self.usesNotifySockets = usesNotifySockets
         self.busQueue = bus.queue
         self.busExecutor = bus.executor
+        self.state = QueueBound(State(), queue: bus.queue)
         self.discoveryChain = SerialTaskChain(executor: bus.executor)
         self.agent = pairingAgent ? BlueZAgent(bus: bus) : nil
-        self.client = BlueZClient(bus: bus, adapter: adapter) { [weak self] event in
-            self?.handle(event)
+        // The client's events reach the engine through `target`, set on the bus queue once the
+        // engine exists; the client reports nothing before `start()`, which comes after.
+        let target = QueueBound(WeakEngine(), queue: bus.queue)
+        self.client = BlueZClient(bus: bus, adapter: adapter) { event in
+            target.value.engine?.handle(event)
         }
+        bus.queue.async { [weak self] in target.value.engine = self }
+    }
+
+    /// A weak reference to the engine, for the client's event handler.
+    private struct WeakEngine {
+        weak var engine: CentralEngine?
     }
 
     func start() async throws(BlueZError) { try await client.start() }
@@ -319,54 +297,5 @@ final class CentralEngine: @unchecked Sendable {
         peripherals[id] = peripheral
         knownNames[id] = device.name
         return peripheral
-    }
-
-    /// Core Bluetooth's advertisement data from BlueZ's Device1 properties.
-    ///
-    /// `isConnectable` is always true: bluetoothd keeps whether an advertisement was connectable
-    /// to itself (no `Device1` property says it, 5.66 to 5.87), and code that connects only to
-    /// peripherals advertising as connectable must still connect. A connection to one that is
-    /// not stays pending, as with a peripheral out of range.
-    static func advertisementData(_ device: BlueZDeviceProperties) -> AdvertisementData {
-        var manufacturer: Data? = nil
-        if let (company, payload) = device.manufacturerData.min(by: { $0.key < $1.key }) {
-            manufacturer = Data([UInt8(company & 0xFF), UInt8(company >> 8)] + payload)
-        }
-        var serviceData: [BluetoothUUID: Data] = [:]
-        for (uuid, bytes) in device.serviceData {
-            if let key = BluetoothUUID(parsing: uuid) { serviceData[key] = Data(bytes) }
-        }
-        return AdvertisementData(
-            localName: device.name,
-            manufacturerData: manufacturer,
-            serviceData: serviceData,
-            serviceUUIDs: device.uuids.compactMap(BluetoothUUID.init(parsing:)),
-            txPowerLevel: device.txPower.map(Int.init),
-            isConnectable: true,
-            solicitedServiceUUIDs: solicited(device.advertisingData))
-    }
-
-    /// bluetoothd's `Pattern` rule (`device_is_discoverable` in `src/adapter.c`, 5.54 to 5.87):
-    /// the empty pattern, or a byte-wise prefix of the device's address (`AA:BB:…`, upper case)
-    /// or of its name.
-    static func matches(pattern: String, _ device: BlueZDeviceProperties) -> Bool {
-        let prefix = Array(pattern.utf8)
-        return prefix.isEmpty || device.address.map { $0.utf8.starts(with: prefix) } == true
-            || device.name.map { $0.utf8.starts(with: prefix) } == true
-    }
-
-    /// Solicited service UUIDs from raw advertising data (AD types 0x14, 0x15, 0x1F).
-    static func solicited(_ advertisingData: [UInt8: [UInt8]]) -> [BluetoothUUID] {
-        var uuids: [BluetoothUUID] = []
-        for (type, width) in [(UInt8(0x14), 2), (0x1F, 4), (0x15, 16)] {
-            guard let bytes = advertisingData[type], bytes.count % width == 0 else { continue }
-            for start in stride(from: 0, to: bytes.count, by: width) {
-                // AD fields are little-endian; BluetoothUUID's data is big-endian.
-                if let uuid = BluetoothUUID(parsing: Data(bytes[start..<start + width].reversed())) {
-                    uuids.append(uuid)
-                }
-            }
-        }
-        return uuids
     }
 }

@@ -15,19 +15,23 @@ import Locking
 /// before the delegate call that reports the change. Methods may be called
 /// from any thread.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state is behind a
-/// `PosixMutex`, the delegate behind `delegateLock`; the engine's own state lives on its
-/// connection's queue.
-public final class CentralManager: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: every stored property is a `let`; the manager's
+/// mutable state and its delegate sit behind `PosixMutex`es, the engine's own state on its
+/// connection's queue (``CentralEngine``).
+public final class CentralManager: Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
     /// The options the manager was created with.
     public let options: CentralManagerOptions
     let shared = PosixMutex(Shared())
     // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
-    // conformance lookup), read and written under `delegateLock`.
-    private let delegateLock = NSLock()
-    private weak var delegateObject: (any CentralManagerDelegate)?
+    // conformance lookup), behind its own lock.
+    private let delegateReference: WeakDelegate<DelegateReference>
+
+    /// The delegate, held weakly.
+    private struct DelegateReference {
+        weak var object: (any CentralManagerDelegate)?
+    }
     /// Saving and restoring state, when created with a restore identifier.
     let restoration: ManagerRestoration<CentralRestorationRecord>?
     /// Callers of the async API waiting for events.
@@ -67,7 +71,7 @@ public final class CentralManager: @unchecked Sendable {
         self.restoration = options.restoreIdentifier.map {
             ManagerRestoration(identifier: $0, store: options.restorationStore ?? .standard, role: .central)
         }
-        delegateObject = delegate
+        delegateReference = WeakDelegate(DelegateReference(object: delegate))
         // The connect loop holds the manager weakly: a released manager stops it.
         Task { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
@@ -88,8 +92,8 @@ public final class CentralManager: @unchecked Sendable {
 
     /// The object that receives events, held weakly.
     public var delegate: (any CentralManagerDelegate)? {
-        get { delegateLock.withLock { delegateObject } }
-        set { delegateLock.withLock { delegateObject = newValue } }
+        get { delegateReference.value.object }
+        set { delegateReference.value = DelegateReference(object: newValue) }
     }
 
     /// Whether the adapter can be used: `.poweredOn` when bluetoothd runs and the adapter is powered.

@@ -7,9 +7,9 @@ import Locking
 /// reuses it for every later discovery. Properties are updated on the
 /// manager's queue right before the delegate call that reports the change.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state sits behind a
-/// `PosixMutex`, the delegate behind `delegateLock`; `id` is immutable.
-public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConvertible {
+/// `Sendable` as the compiler checks it: every stored property is a `let`, what changes sits
+/// behind a `PosixMutex`.
+public final class Peripheral: Sendable, Hashable, CustomStringConvertible {
     /// A stable identifier, derived from the local adapter's and the
     /// device's addresses: the same across process and bluetoothd restarts,
     /// and different for the same device seen from another adapter — as on
@@ -17,12 +17,17 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
     public let identifier: UUID
 
     let deviceID: DeviceID
-    weak var engine: CentralEngine?
+    /// The engine of the manager that made the peripheral; gone with that manager.
+    weak let engine: CentralEngine?
     private let mutable: PosixMutex<State>
     // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
-    // conformance lookup), read and written under `delegateLock`.
-    private let delegateLock = NSLock()
-    private weak var delegateObject: (any PeripheralDelegate)?
+    // conformance lookup), behind its own lock.
+    private let delegateReference = WeakDelegate(DelegateReference())
+
+    /// The delegate, held weakly.
+    private struct DelegateReference {
+        weak var object: (any PeripheralDelegate)?
+    }
 
     struct State {
         var name: String?
@@ -66,8 +71,8 @@ public final class Peripheral: @unchecked Sendable, Hashable, CustomStringConver
 
     /// The object that receives this peripheral's events (on the central manager's queue), held weakly.
     public var delegate: (any PeripheralDelegate)? {
-        get { delegateLock.withLock { delegateObject } }
-        set { delegateLock.withLock { delegateObject = newValue } }
+        get { delegateReference.value.object }
+        set { delegateReference.value = DelegateReference(object: newValue) }
     }
 
     /// The services discovered so far (nil before ``discoverServices(_:)``; cleared on disconnect).

@@ -12,7 +12,12 @@ import Dispatch
 /// can only connect to devices it knows). `didConnect` follows a successful
 /// `Connect` reply, not the `Connected` signal, which BlueZ 5.66 can omit.
 extension CentralEngine {
-    /// One requested or established connection. Queue-confined.
+    /// One requested or established connection: the owner of the link's state, in ``links`` on
+    /// the bus queue. Two projections follow it, written from the events the engine posts for
+    /// it (`CentralManager.post(_:)`) on the delegate queue, right before the delegate call:
+    /// ``Peripheral/state`` (and, at a request, `.connecting` at once, by
+    /// ``connect(_:autoReconnect:)``, as Core Bluetooth's `state` reads right after
+    /// `connect`), and the manager's `linked` list, which restoration saves.
     struct Link {
         enum Phase { case pending, connected, disconnecting }
         var phase: Phase = .pending
@@ -34,7 +39,10 @@ extension CentralEngine {
 
     // MARK: Requests (any thread)
 
+    /// Requests a connection (any thread): the peripheral reads `.connecting` when this returns,
+    /// unless it is linked already; the link itself is made on the bus queue.
     func connect(_ peripheral: Peripheral, autoReconnect: Bool = false) {
+        peripheral.markConnecting()
         busQueue.async { [self] in
             let id = peripheral.deviceID
             guard links[id] == nil else { return }  // pending or connected already: Core Bluetooth does nothing

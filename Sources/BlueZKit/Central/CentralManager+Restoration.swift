@@ -53,7 +53,8 @@ extension CentralManager {
             })
     }
 
-    /// Delivers `willRestoreState` (on `queue`, before any other delegate call).
+    /// Delivers `willRestoreState` (on `queue`, before any other delegate call); the restored
+    /// peripherals are `linked` (their links resume in the engine once powered on).
     func deliverRestoredState(_ peripherals: [Peripheral], scan: CentralRestorationRecord.Scan?) {
         shared.withLock { state in
             state.linked = peripherals

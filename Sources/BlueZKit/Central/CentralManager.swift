@@ -47,7 +47,9 @@ public final class CentralManager: Sendable {
         var engine: CentralEngine?
         var scanStreams: [UInt64: AsyncStream<Discovery>.Continuation] = [:]
         var nextStreamID: UInt64 = 0
-        /// Peripherals with a pending or established connection, in request order (saved for restoration).
+        /// Peripherals with a pending or established connection, in request order (saved for
+        /// restoration): a projection of the engine's `links` (see ``CentralEngine/Link``), written
+        /// only where `.link` and `.restored` events are applied.
         var linked: [Peripheral] = []
         /// The scan running, as saved for restoration.
         var scan: CentralRestorationRecord.Scan?
@@ -203,10 +205,6 @@ public final class CentralManager: Sendable {
     /// the manager's state is `.poweredOn`.
     public func connect(_ peripheral: Peripheral, options: [String: Any]? = nil) {
         guard let engine = readyEngine(for: "connect") else { return }
-        shared.withLock { state in
-            if !state.linked.contains(peripheral) { state.linked.append(peripheral) }
-        }
-        peripheral.markConnecting()
         engine.connect(
             peripheral, autoReconnect: options?.flag(CBConnectPeripheralOptionEnableAutoReconnect) ?? false)
         saveStateSoon()
@@ -217,11 +215,7 @@ public final class CentralManager: Sendable {
     /// The delegate then gets ``CentralManagerDelegate/centralManager(_:didDisconnectPeripheral:error:)``
     /// with a nil error.
     public func cancelPeripheralConnection(_ peripheral: Peripheral) {
-        let engine = shared.withLock { state in
-            state.linked.removeAll { $0 === peripheral }
-            return state.engine
-        }
-        engine?.cancelConnection(peripheral)
+        shared.withLock { $0.engine }?.cancelConnection(peripheral)
         saveStateSoon()
     }
 
@@ -295,6 +289,12 @@ public final class CentralManager: Sendable {
         case disconnected(BluetoothError?)
         /// The link was lost and, with `EnableAutoReconnect`, is being re-established.
         case disconnectedReconnecting(BluetoothError)
+
+        /// Whether this is ``disconnectedReconnecting(_:)``.
+        var isReconnecting: Bool {
+            if case .disconnectedReconnecting = self { return true }
+            return false
+        }
     }
 
     /// Applies `event` on `queue`, after what was posted before it: model state first, then the
@@ -402,31 +402,47 @@ public final class CentralManager: Sendable {
     }
 
     private func deliver(_ change: LinkEvent, for peripheral: Peripheral) {
+        project(change, on: peripheral)
         switch change {
-        case .connecting: peripheral.update(state: .connecting)
-        case .adopted: peripheral.update(state: .connected)
-        case .disconnecting: peripheral.update(state: .disconnecting)
+        case .connecting, .adopted, .disconnecting: break
         case .connected:
-            peripheral.update(state: .connected)
             delegate?.centralManager(self, didConnect: peripheral)
         case .failed(let error):
-            peripheral.update(state: .disconnected)
-            shared.withLock { $0.linked.removeAll { $0 === peripheral } }
             delegate?.centralManager(self, didFailToConnect: peripheral, error: error)
         case .disconnected(let error):
-            // Services first: code that watches `state` from another thread then sees both.
-            peripheral.update(services: nil)
-            peripheral.update(state: .disconnected)
-            shared.withLock { $0.linked.removeAll { $0 === peripheral } }
             delegate?.centralManager(
                 self, didDisconnectPeripheral: peripheral, timestamp: Date().timeIntervalSinceReferenceDate,
                 isReconnecting: false, error: error)
         case .disconnectedReconnecting(let error):
-            peripheral.update(services: nil)
-            peripheral.update(state: .connecting)
             delegate?.centralManager(
                 self, didDisconnectPeripheral: peripheral, timestamp: Date().timeIntervalSinceReferenceDate,
                 isReconnecting: true, error: error)
+        }
+    }
+
+    /// Brings the two projections of the engine's link to `change` (on `queue`, right before the
+    /// delegate hears of it): the peripheral's ``Peripheral/state`` and `linked`. The only place
+    /// either is written, but for `.connecting` at a request (``CentralEngine/connect(_:autoReconnect:)``)
+    /// and `linked` at a restoration.
+    private func project(_ change: LinkEvent, on peripheral: Peripheral) {
+        let state: PeripheralState
+        switch change {
+        case .connecting: state = .connecting
+        case .adopted, .connected: state = .connected
+        case .disconnecting: state = .disconnecting
+        case .failed: state = .disconnected
+        case .disconnected, .disconnectedReconnecting:
+            // Services first: code that watches `state` from another thread then sees both.
+            peripheral.update(services: nil)
+            state = change.isReconnecting ? .connecting : .disconnected
+        }
+        peripheral.update(state: state)
+        shared.withLock { shared in
+            if state == .disconnected {
+                shared.linked.removeAll { $0 === peripheral }
+            } else if !shared.linked.contains(peripheral) {
+                shared.linked.append(peripheral)
+            }
         }
     }
 

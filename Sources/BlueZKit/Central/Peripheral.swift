@@ -149,10 +149,13 @@ public final class Peripheral: Sendable, Hashable, CustomStringConvertible {
     public var state: PeripheralState { mutable.withLock { $0.state } }
 
     func update(name: String?) { mutable.withLock { $0.name = name } }
+    /// Sets ``state``, a projection of the engine's link (``CentralEngine/Link``): called only
+    /// where the manager applies a `.link` event, on its queue.
     func update(state: PeripheralState) { mutable.withLock { $0.state = state } }
     /// `.connecting` at once when the app asks to connect a disconnected peripheral: Core
     /// Bluetooth's `state` reads `.connecting` right after `connect(_:options:)` returns. The
-    /// engine's `.connecting` event, on the delegate queue later, confirms it.
+    /// engine's `.connecting` event, on the delegate queue later, confirms it. Called only by
+    /// ``CentralEngine/connect(_:autoReconnect:)``.
     func markConnecting() {
         mutable.withLock { if $0.state == .disconnected { $0.state = .connecting } }
     }

@@ -1,3 +1,5 @@
+import DBus
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -40,9 +42,7 @@ package struct BlueZAcceptCall: Sendable {
 
     /// The kernel's `accept`.
     package static let system = BlueZAcceptCall { listener, address in
-        var length = socklen_t(address.count)
-        let fd = Glibc.accept(listener, address.baseAddress?.assumingMemoryBound(to: sockaddr.self), &length)
-        return fd >= 0 ? .success(fd) : .failure(Errno(errno))
+        SystemCall.accept(listener, address: address).mapError { Errno($0.rawValue) }
     }
 
     /// How a listener recovers from `error`. Linux passes a new connection's pending network

@@ -1,3 +1,5 @@
+import DBus
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -8,8 +10,8 @@
 /// A notify socket's reading thread used to make two calls per lone notification: the `recv`
 /// that waited and a second one that found the socket drained. With this it makes one, however
 /// many arrived together. `recvmmsg` is a GNU extension that the Swift `Glibc` module does not
-/// export, so it is looked up once at run time (`dlsym`); without it each call is one `recv`
-/// of one datagram.
+/// export (``SystemCall/receiveMessages(_:headers:count:flags:)`` looks it up at run time);
+/// without it each call is one `recv` of one datagram.
 ///
 /// At the end of the stream every entry reads as an empty datagram (the kernel counts each
 /// `recvmsg` that returned 0), as `recv` returns 0 for both: the caller tells them apart by
@@ -22,17 +24,9 @@ final class BlueZDatagramBatch {
         var length: UInt32
     }
 
-    private typealias ReceiveMessages =
-        @convention(c) (
-            Int32, UnsafeMutableRawPointer?, UInt32, Int32, UnsafeMutableRawPointer?
-        ) -> Int32
-
-    private static let receiveMessages: ReceiveMessages? = {
-        guard MemoryLayout<MessageHeader>.stride == MemoryLayout<msghdr>.size + 8,
-            let symbol = dlsym(nil, "recvmmsg")  // nil: RTLD_DEFAULT
-        else { return nil }
-        return unsafeBitCast(symbol, to: ReceiveMessages.self)
-    }()
+    /// Whether `recvmmsg` is used: the C library has it and `MessageHeader` is laid out as C's.
+    private static let receivesMessages =
+        SystemCall.hasReceiveMessages && MemoryLayout<MessageHeader>.stride == MemoryLayout<msghdr>.size + 8
 
     private static let waitForOne: Int32 = 0x10000  // MSG_WAITFORONE
 
@@ -48,7 +42,7 @@ final class BlueZDatagramBatch {
     /// Room for `capacity` datagrams (at least one; one call takes just one without `recvmmsg`).
     init(capacity: Int) {
         precondition(capacity > 0, "a batch holds at least one datagram")
-        self.capacity = Self.receiveMessages == nil ? 1 : capacity
+        self.capacity = Self.receivesMessages ? capacity : 1
         storage = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity * Self.datagramSize, alignment: 16)
         vectors = UnsafeMutablePointer<iovec>.allocate(capacity: capacity)
         headers = UnsafeMutablePointer<MessageHeader>.allocate(capacity: capacity)
@@ -70,15 +64,17 @@ final class BlueZDatagramBatch {
     }
 
     /// Waits (on a blocking socket) for at least one datagram and takes those already there, up
-    /// to ``capacity``. Returns how many, or -1 with `errno` set.
-    func receive(_ fd: Int32) -> Int {
-        if let receive = Self.receiveMessages {
-            return Int(receive(fd, UnsafeMutableRawPointer(headers), UInt32(capacity), Self.waitForOne, nil))
+    /// to ``capacity``: how many (``SystemCall`` retries an interrupted wait).
+    func receive(_ fd: Int32) -> Result<Int, Errno> {
+        if Self.receivesMessages {
+            return SystemCall.receiveMessages(
+                fd, headers: UnsafeMutableRawPointer(headers), count: UInt32(capacity), flags: Self.waitForOne)
         }
-        let count = recv(fd, storage.baseAddress, Self.datagramSize, 0)
-        guard count >= 0 else { return -1 }
-        headers[0].length = UInt32(count)
-        return 1
+        let buffer = UnsafeMutableRawBufferPointer(start: storage.baseAddress, count: Self.datagramSize)
+        return SystemCall.receive(fd, into: buffer).map { count in
+            headers[0].length = UInt32(count)
+            return 1
+        }
     }
 
     /// The bytes of datagram `index` of the last ``receive(_:)``, valid until the next one.

@@ -40,17 +40,18 @@ extension BlueZGattApplication {
                 return invocation.reply(error: DBusError(name: "org.bluez.Error.Failed", message: "no device"))
             }
             let mtu = options["mtu"]?.uint16Value ?? 23
-            var fds: [Int32] = [-1, -1]
             let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
-            guard socketpair(AF_UNIX, type, 0, &fds) == 0 else {
-                let reason = String(cString: strerror(errno))
-                return invocation.reply(error: DBusError(name: "org.bluez.Error.Failed", message: reason))
+            let (ours, theirs): (Int32, Int32)
+            switch SystemCall.socketPair(AF_UNIX, type) {
+            case .success(let pair): (ours, theirs) = pair
+            case .failure(let error):
+                return invocation.reply(error: DBusError(name: "org.bluez.Error.Failed", message: "\(error)"))
             }
             let link = BlueZNotifyLink(
-                fd: fds[0], deviceAddress: address, mtu: mtu, queue: queue, onConfirm: sockets.confirmed,
+                fd: ours, deviceAddress: address, mtu: mtu, queue: queue, onConfirm: sockets.confirmed,
                 onClose: sockets.closed)
             sockets.opened(link)
-            invocation.reply([.unixFD(UnixFileDescriptor(owning: fds[1])), .uint16(mtu)])
+            invocation.reply([.unixFD(UnixFileDescriptor(owning: theirs)), .uint16(mtu)])
         }
     }
 }

@@ -42,13 +42,13 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
     {
         let local = BlueZL2CAPSocketAddress(address: adapterAddress ?? "00:00:00:00:00:00", type: .lePublic, psm: 0)
         let descriptor = Descriptor(try BlueZL2CAPSocketCalls.open(local: local, security: security))
-        guard listen(descriptor.fd, 8) == 0 else { throw BlueZSocketError(errno: errno, operation: "listen") }
-        var raw = [UInt8](repeating: 0, count: 16)
-        var length = socklen_t(raw.count)
-        let status = raw.withUnsafeMutableBytes {
-            getsockname(descriptor.fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), &length)
+        if case .failure(let error) = SystemCall.listen(descriptor.fd, backlog: 8) {
+            throw BlueZSocketError(errno: error.rawValue, operation: "listen")
         }
-        guard status == 0 else { throw BlueZSocketError(errno: errno, operation: "getsockname") }
+        var raw = [UInt8](repeating: 0, count: 16)
+        if case .failure(let error) = raw.withUnsafeMutableBytes({ SystemCall.localAddress(descriptor.fd, into: $0) }) {
+            throw BlueZSocketError(errno: error.rawValue, operation: "getsockname")
+        }
         guard let bound = BlueZL2CAPSocketAddress(decoding: raw), bound.psm != 0 else {
             throw BlueZSocketError(.invalidPSM, operation: "getsockname gave no PSM")
         }
@@ -106,7 +106,7 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
                 }
             }
             resourceFailures = 0
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            SystemCall.setCloseOnExec(fd)
             let socket = BlueZL2CAPSocket(adopting: fd, queue: queue)
             guard let peer = BlueZL2CAPSocketAddress(decoding: raw) else {
                 socket.close()
@@ -136,7 +136,7 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
     package func close() {
         guard !closed else { return }
         closed = true
-        _ = shutdown(descriptor.fd, Int32(SHUT_RDWR))
+        SystemCall.shutdown(descriptor.fd, Int32(SHUT_RDWR))
         source?.cancel()
         source = nil
     }
@@ -158,22 +158,24 @@ enum BlueZL2CAPSocketCalls {
         guard let address = local.encoded() else {
             throw BlueZSocketError(.invalidAddress, operation: "adapter address \"\(local.address)\"")
         }
-        let fd = socket(
-            afBluetooth, Int32(SOCK_SEQPACKET.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), btprotoL2CAP)
-        guard fd >= 0 else { throw BlueZSocketError(errno: errno, operation: "socket(AF_BLUETOOTH, BTPROTO_L2CAP)") }
-        let status = address.withUnsafeBytes {
-            bind(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
+        let type = Int32(SOCK_SEQPACKET.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
+        let fd: Int32
+        switch SystemCall.socket(afBluetooth, type, btprotoL2CAP) {
+        case .success(let opened): fd = opened
+        case .failure(let error):
+            throw BlueZSocketError(errno: error.rawValue, operation: "socket(AF_BLUETOOTH, BTPROTO_L2CAP)")
         }
-        guard status == 0 else {
-            let error = BlueZSocketError(errno: errno, operation: "bind to \(local.address)")
-            Glibc.close(fd)
-            throw error
+        if case .failure(let error) = address.withUnsafeBytes({ SystemCall.bind(fd, to: $0) }) {
+            SystemCall.close(fd)
+            throw BlueZSocketError(errno: error.rawValue, operation: "bind to \(local.address)")
         }
-        var level: (UInt8, UInt8) = (security.rawValue, 0)  // struct bt_security { level, key_size }
-        guard setsockopt(fd, solBluetooth, securityOption, &level, 2) == 0 else {
-            let error = BlueZSocketError(errno: errno, operation: "setsockopt(BT_SECURITY)")
-            Glibc.close(fd)
-            throw error
+        let level: (UInt8, UInt8) = (security.rawValue, 0)  // struct bt_security { level, key_size }
+        let secured = withUnsafeBytes(of: level) {
+            SystemCall.setOption(fd, level: solBluetooth, name: securityOption, $0)
+        }
+        if case .failure(let error) = secured {
+            SystemCall.close(fd)
+            throw BlueZSocketError(errno: error.rawValue, operation: "setsockopt(BT_SECURITY)")
         }
         return fd
     }
@@ -183,12 +185,8 @@ enum BlueZL2CAPSocketCalls {
         guard let address = peer.encoded() else {
             return BlueZSocketError(.invalidAddress, operation: "peer address \"\(peer.address)\"")
         }
-        let status = address.withUnsafeBytes {
-            Glibc.connect(fd, $0.baseAddress!.assumingMemoryBound(to: sockaddr.self), socklen_t($0.count))
-        }
-        guard status != 0 else { return nil }
-        let error = errno
-        if error == EINPROGRESS || error == EAGAIN { return nil }
-        return BlueZSocketError(errno: error, operation: "connect to \(peer.address) PSM \(peer.psm)")
+        guard case .failure(let error) = address.withUnsafeBytes({ SystemCall.connect(fd, to: $0) }) else { return nil }
+        if error.rawValue == EINPROGRESS || error.rawValue == EAGAIN { return nil }
+        return BlueZSocketError(errno: error.rawValue, operation: "connect to \(peer.address) PSM \(peer.psm)")
     }
 }

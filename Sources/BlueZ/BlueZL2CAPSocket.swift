@@ -61,8 +61,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         self.descriptor = descriptor
         let descriptor = descriptor.fd
         self.queue = queue
-        let flags = fcntl(descriptor, F_GETFL)
-        if flags >= 0 { _ = fcntl(descriptor, F_SETFL, flags | O_NONBLOCK) }
+        SystemCall.setNonBlocking(descriptor, true)
         self.sendMTU = Self.option(descriptor, BlueZL2CAPSocketCalls.sendMTUOption) ?? defaultMTU
         self.receiveMTU = Self.option(descriptor, BlueZL2CAPSocketCalls.receiveMTUOption) ?? defaultMTU
         self.buffer = [UInt8](repeating: 0, count: max(self.receiveMTU, 1) + 1)
@@ -70,10 +69,10 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
 
     private static func option(_ fd: Int32, _ name: Int32) -> Int? {
         var value: UInt16 = 0
-        var length = socklen_t(MemoryLayout<UInt16>.size)
-        guard getsockopt(fd, BlueZL2CAPSocketCalls.solBluetooth, name, &value, &length) == 0, value > 0 else {
-            return nil
+        let read = withUnsafeMutableBytes(of: &value) {
+            SystemCall.option(fd, level: BlueZL2CAPSocketCalls.solBluetooth, name: name, into: $0)
         }
+        guard case .success = read, value > 0 else { return nil }
         return Int(value)
     }
 
@@ -105,11 +104,8 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         // Non-blocking connect: writable once the channel is up or failed; SO_ERROR says which.
         // The descriptor stays open until the watch's `cancelled` has run.
         let connected: @Sendable () -> Void = {
-            var error: Int32 = 0
-            var length = socklen_t(MemoryLayout<Int32>.size)
-            if getsockopt(descriptor.fd, SOL_SOCKET, SO_ERROR, &error, &length) != 0 { error = Glibc.errno }
-            if error != 0 {
-                completion(.failure(BlueZSocketError(errno: error, operation: "connect to PSM \(peer.psm)")))
+            if let error = SystemCall.pendingError(descriptor.fd) {
+                completion(.failure(BlueZSocketError(errno: error.rawValue, operation: "connect to PSM \(peer.psm)")))
             } else {
                 completion(.success(BlueZL2CAPSocket(descriptor, queue: queue)))
             }
@@ -121,13 +117,11 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     package func receive() -> ReceiveResult {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return .closed(BlueZSocketError(.closed, operation: "receive")) }
-        let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-        if count > 0 { return .datagram(Array(buffer[0..<count])) }
-        if count == 0 { return .closed(nil) }
-        let error = Glibc.errno
-        switch error {
-        case EAGAIN, EWOULDBLOCK, EINTR: return .wouldBlock
-        default: return .closed(BlueZSocketError(errno: error, operation: "receive"))
+        switch buffer.withUnsafeMutableBytes({ SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT)) }) {
+        case .success(let count) where count > 0: return .datagram(Array(buffer[0..<count]))
+        case .success: return .closed(nil)
+        case .failure(let error) where error.isWouldBlock: return .wouldBlock
+        case .failure(let error): return .closed(BlueZSocketError(errno: error.rawValue, operation: "receive"))
         }
     }
 
@@ -138,14 +132,10 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         guard !bytes.isEmpty, bytes.count <= sendMTU else {
             return .failed(BlueZSocketError(.messageTooLong, operation: "send \(bytes.count) bytes (MTU \(sendMTU))"))
         }
-        let count = Array(bytes).withUnsafeBytes {
-            Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
-        }
-        if count >= 0 { return .sent }
-        let error = Glibc.errno
-        switch error {
-        case EAGAIN, EWOULDBLOCK, ENOBUFS, EINTR: return .wouldBlock
-        default: return .failed(BlueZSocketError(errno: error, operation: "send"))
+        switch Array(bytes).withUnsafeBytes({ SystemCall.send(fd, $0, flags: Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }) {
+        case .success: return .sent
+        case .failure(let error) where error.isWouldBlock || error.rawValue == ENOBUFS: return .wouldBlock
+        case .failure(let error): return .failed(BlueZSocketError(errno: error.rawValue, operation: "send"))
         }
     }
 
@@ -189,7 +179,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return }
         closed = true
-        _ = shutdown(fd, Int32(SHUT_RDWR))
+        SystemCall.shutdown(fd, Int32(SHUT_RDWR))
         readable?.cancel()
         writable?.cancel()
         readable = nil
@@ -207,5 +197,5 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
 final class Descriptor: Sendable {
     let fd: Int32
     init(_ fd: Int32) { self.fd = fd }
-    deinit { Glibc.close(fd) }
+    deinit { SystemCall.close(fd) }
 }

@@ -66,9 +66,11 @@ package final class BlueZNotifyLink: @unchecked Sendable {
             guard let self else { return }
             var buffer = [UInt8](repeating: 0, count: 16)
             while true {
-                let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return }
-                guard count > 0 else {
+                let received = buffer.withUnsafeMutableBytes {
+                    SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT))
+                }
+                if case .failure(let error) = received, error.isWouldBlock { return }
+                guard case .success(let count) = received, count > 0 else {
                     if self.shutDown() { onClose(self) }
                     return
                 }
@@ -84,21 +86,18 @@ package final class BlueZNotifyLink: @unchecked Sendable {
     /// Sends `bytes` as one datagram without blocking.
     package func send(_ bytes: [UInt8]) -> SendResult {
         guard !state.withLock({ $0.closed }) else { return .closed }
-        let count = bytes.withUnsafeBytes {
-            Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
-        }
-        if count >= 0 { return .sent }
-        switch errno {
-        case EAGAIN, EWOULDBLOCK, ENOBUFS, EINTR: return .wouldBlock
-        default: return .closed
+        switch bytes.withUnsafeBytes({ SystemCall.send(fd, $0, flags: Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }) {
+        case .success: return .sent
+        case .failure(let error) where error.isWouldBlock || error.rawValue == ENOBUFS: return .wouldBlock
+        case .failure: return .closed
         }
     }
 
     /// Whether a datagram can be sent now without blocking (false once closed).
     package var hasRoom: Bool {
         guard !state.withLock({ $0.closed }) else { return false }
-        var entry = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-        return poll(&entry, 1, 0) == 1 && entry.revents & Int16(POLLOUT) != 0
+        guard case .success(let revents) = SystemCall.poll(fd, events: Int16(POLLOUT), timeout: 0) else { return false }
+        return revents & Int16(POLLOUT) != 0
     }
 
     /// Calls `body` once on `queue` when the socket has room again; at once when it is closed
@@ -154,6 +153,6 @@ private final class Watchers: Sendable {
             count -= 1
             return count == 0
         }
-        if last { _ = Glibc.close(fd) }
+        if last { SystemCall.close(fd) }
     }
 }

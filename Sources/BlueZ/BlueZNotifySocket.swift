@@ -49,14 +49,13 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         self.mtu = Int(mtu)
         let fd = descriptor.take()
         // bluetoothd makes the pair non-blocking; our end waits in recv.
-        let flags = fcntl(fd, F_GETFL)
-        if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
+        SystemCall.setNonBlocking(fd, false)
         let ended = self.ended
         ended.descriptor.withLock { $0 = fd }
         Thread.detachNewThread {
             Self.read(fd, queue: queue, ended: ended, onValue: onValue, onClose: onClose)
             ended.descriptor.withLock { descriptor in
-                if descriptor >= 0 { _ = Glibc.close(descriptor) }
+                if descriptor >= 0 { SystemCall.close(descriptor) }
                 descriptor = -1
             }
         }
@@ -69,27 +68,27 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         onValue: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @escaping @Sendable () -> Void
     ) {
         let batch = BlueZDatagramBatch(capacity: batchCapacity)
-        let received = BatchVisit()
+        let visitState = BatchVisit()
         let visit = DispatchWorkItem {
-            received.peerGone = deliverBatch(fd, batch, count: received.count, ended: ended, onValue, onClose)
+            visitState.peerGone = deliverBatch(fd, batch, count: visitState.count, ended: ended, onValue, onClose)
         }
         while !ended.value.load(ordering: .relaxed) {
-            let count = batch.receive(fd)
-            let error = errno
+            let received = batch.receive(fd)
             if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
-            if count <= 0 {
-                guard count < 0, error == EAGAIN || error == EWOULDBLOCK || error == EINTR else {
-                    if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
-                    return
-                }
-                // Interrupted, or still non-blocking (fcntl failed): wait for data or the shutdown.
-                var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-                _ = poll(&entry, 1, -1)
+            let count: Int
+            switch received {
+            case .success(let taken) where taken > 0: count = taken
+            case .failure(let error) where error.isWouldBlock:
+                // Still non-blocking (fcntl failed): wait for data or the shutdown.
+                _ = SystemCall.poll(fd, events: Int16(POLLIN), timeout: -1)
                 continue
+            case .success, .failure:
+                if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
+                return
             }
-            received.count = count
+            visitState.count = count
             queue.sync(execute: visit)
-            if received.peerGone { return }
+            if visitState.peerGone { return }
         }
     }
 
@@ -123,9 +122,8 @@ package final class BlueZNotifySocket: @unchecked Sendable {
     /// Whether the other end of `fd` has gone (`POLLHUP` / `POLLRDHUP`).
     private static func peerClosed(_ fd: Int32) -> Bool {
         let rdhup = Int16(0x2000)  // POLLRDHUP, which Glibc does not export to Swift
-        var entry = pollfd(fd: fd, events: rdhup, revents: 0)
-        guard poll(&entry, 1, 0) >= 0 else { return true }
-        return entry.revents & (Int16(POLLHUP | POLLERR) | rdhup) != 0
+        guard case .success(let revents) = SystemCall.poll(fd, events: rdhup, timeout: 0) else { return true }
+        return revents & (Int16(POLLHUP | POLLERR) | rdhup) != 0
     }
 
     /// Releases the notification session: our end shuts down (bluetoothd then unsubscribes, as
@@ -137,7 +135,7 @@ package final class BlueZNotifySocket: @unchecked Sendable {
             return
         }
         ended.descriptor.withLock { descriptor in
-            if descriptor >= 0 { _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+            if descriptor >= 0 { SystemCall.shutdown(descriptor, Int32(SHUT_RDWR)) }
         }
     }
 

@@ -49,8 +49,11 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
         hangup = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
             var byte: UInt8 = 0
-            let count = recv(fd, &byte, 1, Int32(MSG_DONTWAIT))
-            if count > 0 || (count < 0 && (errno == EAGAIN || errno == EINTR)) { return }
+            switch withUnsafeMutableBytes(of: &byte, { SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT)) }) {
+            case .success(let count) where count > 0: return
+            case .failure(let error) where error.isWouldBlock: return
+            case .success, .failure: break
+            }
             guard let self, !self.closed else { return }
             self.close()
             onClose()
@@ -63,13 +66,10 @@ package final class BlueZWriteSocket: @unchecked Sendable {
     package func send(_ bytes: [UInt8]) -> SendResult {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed else { return .closed }
-        let count = bytes.withUnsafeBytes {
-            Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
-        }
-        if count >= 0 { return .sent }
-        switch errno {
-        case EAGAIN, EWOULDBLOCK, ENOBUFS, EINTR: return .wouldBlock
-        default:
+        switch bytes.withUnsafeBytes({ SystemCall.send(fd, $0, flags: Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }) {
+        case .success: return .sent
+        case .failure(let error) where error.isWouldBlock || error.rawValue == ENOBUFS: return .wouldBlock
+        case .failure:
             close()
             return .closed
         }
@@ -121,6 +121,6 @@ private final class SourceCount: @unchecked Sendable {
 
     func release() {
         count -= 1
-        if count == 0 { _ = Glibc.close(fd) }
+        if count == 0 { SystemCall.close(fd) }
     }
 }

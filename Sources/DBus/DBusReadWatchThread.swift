@@ -23,9 +23,10 @@ import Synchronization
 /// socket pair, never waiting. The thread polls a duplicate of the socket that it closes itself
 /// when it ends, so a descriptor number the process reuses is never polled.
 ///
-/// If polling fails (an error other than EINTR, or the descriptor is no longer valid), the
-/// thread ends and reports it through `onFailure` (off the queue): the connection can no longer
-/// read, so it must be torn down (or connected again), never left deaf.
+/// If polling fails (an error other than an interruption, which ``SystemCall`` retries, or the
+/// descriptor is no longer valid), the thread ends and reports it through `onFailure` (off the
+/// queue): the connection can no longer read, so it must be torn down (or connected again),
+/// never left deaf.
 final class DBusReadWatchThread: Sendable {
     private final class Shared: Sendable {
         /// The end written to wake the thread; -1 once cancelled (closed under the lock, which
@@ -47,11 +48,9 @@ final class DBusReadWatchThread: Sendable {
         onReadable: @escaping @Sendable () -> Void, onFailure: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         // A socket pair, not a pipe: waking a thread that already ended must not raise SIGPIPE.
-        var pair: [Int32] = [-1, -1]
         let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-        if socketpair(AF_UNIX, flags, 0, &pair) != 0 { pair = [-1, -1] }
-        shared.wakeWrite.withLock { $0 = pair[1] }
-        let wake = pair[0]
+        let (wake, wakeWrite) = (try? SystemCall.socketPair(AF_UNIX, flags).get()) ?? (-1, -1)
+        shared.wakeWrite.withLock { $0 = wakeWrite }
         let shared = self.shared
         Thread.detachNewThread {
             if let failure = Self.run(descriptor, wake: wake, shared: shared, queue: queue, onReadable: onReadable),
@@ -59,8 +58,8 @@ final class DBusReadWatchThread: Sendable {
             {
                 onFailure(failure)
             }
-            if closesDescriptor { _ = Glibc.close(descriptor) }
-            if wake >= 0 { _ = Glibc.close(wake) }
+            if closesDescriptor { SystemCall.close(descriptor) }
+            if wake >= 0 { SystemCall.close(wake) }
         }
     }
 
@@ -83,18 +82,16 @@ final class DBusReadWatchThread: Sendable {
             let enabled = shared.enabled.load(ordering: .acquiring)
             watched[0].revents = 0
             watched[1].revents = 0
-            let ready = poll(&watched, enabled ? 2 : 1, timeout)
-            if ready < 0 {
-                let error = errno
-                if error == EINTR { continue }
-                return "polling the bus socket failed: \(String(cString: strerror(error)))"
-            }
+            let polled = SystemCall.poll(&watched, count: enabled ? 2 : 1, timeout: timeout)
+            if case .failure(let error) = polled { return "polling the bus socket failed: \(error)" }
             if enabled && watched[1].revents & Int16(POLLNVAL) != 0 {
                 return "the bus socket's descriptor is no longer valid"
             }
             if watched[0].revents != 0 {
                 var bytes: (UInt64, UInt64) = (0, 0)
-                _ = recv(wake, &bytes, 16, Int32(MSG_DONTWAIT))
+                _ = withUnsafeMutableBytes(of: &bytes) {
+                    SystemCall.receive(wake, into: $0, flags: Int32(MSG_DONTWAIT))
+                }
                 continue
             }
             if enabled && watched[1].revents != 0 {
@@ -112,7 +109,7 @@ final class DBusReadWatchThread: Sendable {
                 return
             }
             shared.enabled.store(enabled, ordering: .releasing)
-            Self.signal(wakeWrite)
+            SystemCall.wake(wakeWrite)
         }
     }
 
@@ -122,17 +119,11 @@ final class DBusReadWatchThread: Sendable {
         shared.wakeWrite.withLock { wakeWrite in
             guard !shared.cancelled.load(ordering: .relaxed) else { return }
             shared.cancelled.store(true, ordering: .releasing)
-            Self.signal(wakeWrite)
-            if wakeWrite >= 0 { _ = Glibc.close(wakeWrite) }
+            SystemCall.wake(wakeWrite)
+            if wakeWrite >= 0 { SystemCall.close(wakeWrite) }
             wakeWrite = -1
         }
     }
 
     deinit { cancel() }
-
-    private static func signal(_ descriptor: Int32) {
-        guard descriptor >= 0 else { return }
-        var byte: UInt8 = 1
-        _ = send(descriptor, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-    }
 }

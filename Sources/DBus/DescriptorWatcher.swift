@@ -38,10 +38,8 @@ final class DescriptorWatcher: Sendable {
     private let wakeRead: Int32
 
     private init() {
-        var pair: [Int32] = [-1, -1]
         let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-        if socketpair(AF_UNIX, flags, 0, &pair) != 0 { pair = [-1, -1] }
-        (wakeRead, wakeWrite) = (pair[0], pair[1])
+        (wakeRead, wakeWrite) = (try? SystemCall.socketPair(AF_UNIX, flags).get()) ?? (-1, -1)
         Thread.detachNewThread { [self] in
             Thread.current.name = "BlueZKit descriptors"
             run()
@@ -85,10 +83,7 @@ final class DescriptorWatcher: Sendable {
         if armed { wake() }
     }
 
-    private func wake() {
-        var byte: UInt8 = 1
-        _ = send(wakeWrite, &byte, 1, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
-    }
+    private func wake() { SystemCall.wake(wakeWrite) }
 
     private func run() {
         var descriptors: [pollfd] = []
@@ -105,13 +100,15 @@ final class DescriptorWatcher: Sendable {
                     watched.append(id)
                 }
             }
-            let ready = poll(&descriptors, nfds_t(descriptors.count), timeout)
-            if ready < 0 && errno != EINTR { usleep(1000) }  // EINVAL, ENOMEM: wait for the set to change
-            if ready <= 0 { continue }
-            if descriptors[0].revents != 0 {
-                var bytes: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-                while recv(wakeRead, &bytes, 32, Int32(MSG_DONTWAIT)) > 0 {}
+            let polled = descriptors.withUnsafeMutableBufferPointer {
+                SystemCall.poll($0.baseAddress!, count: $0.count, timeout: timeout)
             }
+            guard case .success(let ready) = polled else {
+                usleep(1000)  // EINVAL, ENOMEM: wait for the set to change
+                continue
+            }
+            if ready == 0 { continue }
+            if descriptors[0].revents != 0 { SystemCall.drain(wakeRead) }
             for index in watched.indices where descriptors[index + 1].revents != 0 {
                 let id = watched[index]
                 let watch = table.withLock { table -> DescriptorWatch? in

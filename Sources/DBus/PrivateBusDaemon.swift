@@ -138,8 +138,7 @@ package final class PrivateBusDaemon: @unchecked Sendable {
         guard running, !stopped else { return }
         running = false
         Glibc.kill(pid, SIGKILL)
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        SystemCall.waitForExit(pid)
         unlink(directory.appendingPathComponent("bus").path)
     }
 
@@ -163,8 +162,7 @@ package final class PrivateBusDaemon: @unchecked Sendable {
         if running {
             running = false
             Glibc.kill(pid, SIGKILL)  // a test bus keeps nothing worth a clean shutdown
-            var status: Int32 = 0
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            SystemCall.waitForExit(pid)
         }
         try? FileManager.default.removeItem(at: directory)
     }

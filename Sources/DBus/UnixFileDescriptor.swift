@@ -30,7 +30,7 @@ package final class UnixFileDescriptor: Sendable, Hashable, CustomStringConverti
     /// Closes the descriptor now (idempotent).
     package func close() {
         let fd = take()
-        if fd >= 0 { _ = Glibc.close(fd) }
+        if fd >= 0 { SystemCall.close(fd) }
     }
 
     deinit { close() }

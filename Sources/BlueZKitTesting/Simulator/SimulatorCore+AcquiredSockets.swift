@@ -95,11 +95,13 @@ extension SimulatorCore {
         else {
             return reply(invocation, error: BlueZErrors.failed("Not connected"))
         }
-        var fds: [Int32] = [-1, -1]
         let type = Int32(SOCK_SEQPACKET.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
-        guard socketpair(AF_UNIX, type, 0, &fds) == 0 else {
+        let fds: [Int32]
+        switch SystemCall.socketPair(AF_UNIX, type) {
+        case .success(let pair): fds = [pair.0, pair.1]
+        case .failure(let error):
             // As in 5.66, the characteristic stays acquired (its sock_io without an io).
-            return reply(invocation, error: BlueZErrors.failed(String(cString: strerror(errno))))
+            return reply(invocation, error: BlueZErrors.failed("\(error)"))
         }
         // bluetoothd keeps fds[!dir] and hands out fds[dir], dir being whether this is AcquireWrite.
         let kept = io.kind == .write ? fds[0] : fds[1]
@@ -326,34 +328,34 @@ final class AcquiredSocket: @unchecked Sendable {
     /// Takes `fd` (bluetoothd's end) and starts watching it on `queue`.
     func open(_ fd: Int32, queue: DispatchQueue, onReadable: @escaping @Sendable () -> Void) {
         descriptor = fd
-        source = DescriptorWatch.repeating(fd, .readable, queue: queue, handler: onReadable) { _ = Glibc.close(fd) }
+        source = DescriptorWatch.repeating(fd, .readable, queue: queue, handler: onReadable) { SystemCall.close(fd) }
     }
 
     /// Reads one datagram (at most 512 bytes, as `sock_read`).
     func receive() -> Received {
         guard descriptor >= 0, !isClosed else { return .nothing }
         var buffer = [UInt8](repeating: 0, count: 512)
-        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-        if count > 0 { return .datagram(Array(buffer[..<count])) }
-        if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { return .again }
-        return .nothing
+        switch buffer.withUnsafeMutableBytes({ SystemCall.receive(descriptor, into: $0, flags: Int32(MSG_DONTWAIT)) }) {
+        case .success(let count) where count > 0: return .datagram(Array(buffer[..<count]))
+        case .failure(let error) where error.isWouldBlock: return .again
+        case .success, .failure: return .nothing
+        }
     }
 
     /// Sends one datagram without blocking; false when it was dropped.
     func send(_ bytes: [UInt8]) -> Bool {
         guard descriptor >= 0, !isClosed else { return false }
         let sent = bytes.withUnsafeBytes {
-            Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            SystemCall.send(descriptor, $0, flags: Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
         }
-        return sent == bytes.count
+        return (try? sent.get()) == bytes.count
     }
 
     /// Whether the caller's end is gone (`G_IO_HUP`, `G_IO_ERR` or `G_IO_NVAL`).
     var hasHungUp: Bool {
         guard descriptor >= 0, !isClosed else { return true }
-        var entry = pollfd(fd: descriptor, events: 0, revents: 0)
-        guard poll(&entry, 1, 0) >= 0 else { return false }
-        return entry.revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0
+        guard case .success(let revents) = SystemCall.poll(descriptor, events: 0, timeout: 0) else { return false }
+        return revents & Int16(POLLHUP | POLLERR | POLLNVAL) != 0
     }
 
     /// Stops watching for datagrams (the socket stays open).
@@ -369,7 +371,7 @@ final class AcquiredSocket: @unchecked Sendable {
         guard !isClosed else { return }
         isClosed = true
         guard let source else { return }
-        _ = shutdown(descriptor, Int32(SHUT_RDWR))
+        SystemCall.shutdown(descriptor, Int32(SHUT_RDWR))
         source.cancel()
         suspended = false
     }

@@ -25,7 +25,7 @@ extension SimulatorCore {
         run {
             guard let fd = applicationNotifyDescriptors[key] else { return }
             var byte: UInt8 = 1
-            _ = send(fd, &byte, 1, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            _ = withUnsafeBytes(of: &byte) { SystemCall.send(fd, $0, flags: Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
         }
     }
 
@@ -47,9 +47,11 @@ extension SimulatorCore {
                 var buffer = [UInt8](repeating: 0, count: 512)
                 // `sock_io_read`: one read of at most 512 bytes per datagram; nothing or an error ends it.
                 while true {
-                    let count = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, 512, Int32(MSG_DONTWAIT)) }
-                    if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return }
-                    guard count > 0, let self else {
+                    let received = buffer.withUnsafeMutableBytes {
+                        SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT))
+                    }
+                    if case .failure(let error) = received, error.isWouldBlock { return }
+                    guard case .success(let count) = received, count > 0, let self else {
                         self?.closeApplicationNotifySocket(key)
                         return
                     }
@@ -57,7 +59,7 @@ extension SimulatorCore {
                     for handler in (self.applicationNotifyHandlers[key] ?? [:]).values { handler(value) }
                 }
             } cancelled: {
-                _ = Glibc.close(fd)
+                SystemCall.close(fd)
             }
             applicationNotifySockets[key] = source
             applicationNotifyDescriptors[key] = fd

@@ -1,5 +1,6 @@
 import DBus
 package import Dispatch
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -9,17 +10,35 @@ package import Dispatch
 /// PSM (bind with PSM 0, read back with `getsockname`) and accepts channels to it beside
 /// bluetoothd.
 ///
-/// Queue-confined after creation: ``accept(_:)`` and ``close()`` run on `queue`.
-package final class BlueZL2CAPListener: @unchecked Sendable {
+/// Queue-confined after creation: ``accept(_:)`` and ``close()`` run on `queue`, and `state` (a
+/// ``QueueBound``) checks that on every access, so the compiler checks the class `Sendable`.
+package final class BlueZL2CAPListener: Sendable {
     /// The PSM the kernel assigned (LE's dynamic range, 0x0080…0x00FF).
     package let psm: UInt16
     package let queue: DispatchQueue
     private let descriptor: Descriptor
     private let acceptCall: BlueZAcceptCall
-    private var source: DescriptorWatch?
-    private var closed = false
-    /// `accept` failures for want of descriptors or memory since the last channel accepted.
-    private var resourceFailures = 0
+    private let state: QueueBound<State>
+
+    private struct State {
+        var source: DescriptorWatch?
+        var closed = false
+        /// `accept` failures for want of descriptors or memory since the last channel accepted.
+        var resourceFailures = 0
+    }
+
+    private var source: DescriptorWatch? {
+        get { state.value.source }
+        _modify { yield &state.value.source }
+    }
+    private var closed: Bool {
+        get { state.value.closed }
+        _modify { yield &state.value.closed }
+    }
+    private var resourceFailures: Int {
+        get { state.value.resourceFailures }
+        _modify { yield &state.value.resourceFailures }
+    }
     /// At most this many connections that failed on their own are skipped per wake-up; the
     /// watch then fires again, so that other work on the queue gets its turn.
     static let maximumSkippedPerWake = 64
@@ -56,6 +75,7 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
         self.queue = queue
         self.descriptor = descriptor
         self.acceptCall = .system
+        self.state = QueueBound(State(), queue: queue)
     }
 
     /// Takes over the listening, non-blocking `descriptor` (a `SOCK_SEQPACKET` socket of any
@@ -65,6 +85,7 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
         self.queue = queue
         self.descriptor = Descriptor(descriptor)
         self.acceptCall = acceptCall
+        self.state = QueueBound(State(), queue: queue)
     }
 
     /// Accepts every channel to the PSM, calling `handler` on `queue` with each (or with the
@@ -141,7 +162,8 @@ package final class BlueZL2CAPListener: @unchecked Sendable {
         source = nil
     }
 
-    deinit { source?.cancel() }
+    /// The last reference may go on any thread: the watch is cancelled on the queue.
+    deinit { queue.async { [state] in state.value.source?.cancel() } }
 }
 
 /// The socket calls an L2CAP socket is made with.

@@ -1,5 +1,6 @@
 import DBus
 package import Dispatch
+import Locking
 
 #if canImport(Glibc)
     import Glibc
@@ -13,9 +14,10 @@ package import Dispatch
 /// they would wait, and ``whenReadable(_:)`` / ``whenWritable(_:)`` call back once they can go on,
 /// which is how the kernel's credit-based flow control reaches the caller.
 ///
-/// Queue-confined: every method but the initializers runs on `queue`. The descriptor is closed
-/// by ``close()`` once no dispatch source watches it.
-package final class BlueZL2CAPSocket: @unchecked Sendable {
+/// Queue-confined: every method but the initializers runs on `queue`, and `state` (a
+/// ``QueueBound``) checks that on every access, so the compiler checks the class `Sendable`.
+/// The descriptor is closed once no watch has it.
+package final class BlueZL2CAPSocket: Sendable {
     /// The largest SDU this side sends (`BT_SNDMTU`: the peer's MTU).
     package let sendMTU: Int
     /// The largest SDU this side receives (`BT_RCVMTU`).
@@ -23,13 +25,17 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     package let queue: DispatchQueue
     private let descriptor: Descriptor
     private var fd: Int32 { descriptor.fd }
-    private var closed = false
-    private var readable: DescriptorWatch?
-    private var writable: DescriptorWatch?
-    /// Counts arms, so a fired source knows whether it is still the current one.
-    private var readableArms = 0
-    private var writableArms = 0
-    private var buffer: [UInt8]
+    private let state: QueueBound<State>
+
+    private struct State {
+        var closed = false
+        var readable: DescriptorWatch?
+        var writable: DescriptorWatch?
+        /// Counts arms, so a fired watch knows whether it is still the current one.
+        var readableArms = 0
+        var writableArms = 0
+        var buffer: [UInt8]
+    }
 
     /// What became of one ``receive()``.
     package enum ReceiveResult: Sendable, Equatable {
@@ -64,7 +70,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
         SystemCall.setNonBlocking(descriptor, true)
         self.sendMTU = Self.option(descriptor, BlueZL2CAPSocketCalls.sendMTUOption) ?? defaultMTU
         self.receiveMTU = Self.option(descriptor, BlueZL2CAPSocketCalls.receiveMTUOption) ?? defaultMTU
-        self.buffer = [UInt8](repeating: 0, count: max(self.receiveMTU, 1) + 1)
+        self.state = QueueBound(State(buffer: [UInt8](repeating: 0, count: max(receiveMTU, 1) + 1)), queue: queue)
     }
 
     private static func option(_ fd: Int32, _ name: Int32) -> Int? {
@@ -116,9 +122,13 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     /// Reads one SDU without waiting (on `queue`).
     package func receive() -> ReceiveResult {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !closed else { return .closed(BlueZSocketError(.closed, operation: "receive")) }
-        switch buffer.withUnsafeMutableBytes({ SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT)) }) {
-        case .success(let count) where count > 0: return .datagram(Array(buffer[0..<count]))
+        guard !state.value.closed else { return .closed(BlueZSocketError(.closed, operation: "receive")) }
+        let fd = self.fd
+        let received = state.value.buffer.withUnsafeMutableBytes {
+            SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT))
+        }
+        switch received {
+        case .success(let count) where count > 0: return .datagram(Array(state.value.buffer[0..<count]))
         case .success: return .closed(nil)
         case .failure(let error) where error.isWouldBlock: return .wouldBlock
         case .failure(let error): return .closed(BlueZSocketError(errno: error.rawValue, operation: "receive"))
@@ -128,7 +138,7 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     /// Sends `bytes` as one SDU without waiting (on `queue`); an empty or too long SDU fails.
     package func send(_ bytes: some Collection<UInt8>) -> SendResult {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !closed else { return .failed(BlueZSocketError(.closed, operation: "send")) }
+        guard !state.value.closed else { return .failed(BlueZSocketError(.closed, operation: "send")) }
         guard !bytes.isEmpty, bytes.count <= sendMTU else {
             return .failed(BlueZSocketError(.messageTooLong, operation: "send \(bytes.count) bytes (MTU \(sendMTU))"))
         }
@@ -143,12 +153,12 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     /// end); at once when closed. A later call replaces an earlier wait, which is then not called.
     package func whenReadable(_ body: @escaping @Sendable () -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !closed else { return queue.async(execute: body) }
-        readable?.cancel()
-        readableArms += 1
-        let arm = readableArms
-        readable = self.arm(.readable) { [weak self] in
-            if let self, self.readableArms == arm { self.readable = nil }
+        guard !state.value.closed else { return queue.async(execute: body) }
+        state.value.readable?.cancel()
+        state.value.readableArms += 1
+        let arm = state.value.readableArms
+        state.value.readable = self.arm(.readable) { [weak self] in
+            if let self, self.state.value.readableArms == arm { self.state.value.readable = nil }
             body()
         }
     }
@@ -157,12 +167,12 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     /// call replaces an earlier wait, which is then not called.
     package func whenWritable(_ body: @escaping @Sendable () -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !closed else { return queue.async(execute: body) }
-        writable?.cancel()
-        writableArms += 1
-        let arm = writableArms
-        writable = self.arm(.writable) { [weak self] in
-            if let self, self.writableArms == arm { self.writable = nil }
+        guard !state.value.closed else { return queue.async(execute: body) }
+        state.value.writable?.cancel()
+        state.value.writableArms += 1
+        let arm = state.value.writableArms
+        state.value.writable = self.arm(.writable) { [weak self] in
+            if let self, self.state.value.writableArms == arm { self.state.value.writable = nil }
             body()
         }
     }
@@ -177,18 +187,22 @@ package final class BlueZL2CAPSocket: @unchecked Sendable {
     /// Idempotent; on `queue`.
     package func close() {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !closed else { return }
-        closed = true
+        guard !state.value.closed else { return }
+        state.value.closed = true
         SystemCall.shutdown(fd, Int32(SHUT_RDWR))
-        readable?.cancel()
-        writable?.cancel()
-        readable = nil
-        writable = nil
+        state.value.readable?.cancel()
+        state.value.writable?.cancel()
+        state.value.readable = nil
+        state.value.writable = nil
     }
 
+    /// The last reference may go on any thread: the waits are cancelled on the queue, where
+    /// their state is (a wait firing meanwhile finds no socket and calls its body, as before).
     deinit {
-        readable?.cancel()
-        writable?.cancel()
+        queue.async { [state] in
+            state.value.readable?.cancel()
+            state.value.writable?.cancel()
+        }
     }
 }
 

@@ -19,8 +19,9 @@ import Locking
 /// when it has room — the per-device back-pressure Core Bluetooth calls
 /// `peripheralManagerIsReady(toUpdateSubscribers:)`. Events come on `queue`; ``send(_:)``,
 /// ``hasRoom`` and ``close()`` may be called from any thread.
-/// `@unchecked Sendable`: the descriptor is a constant, everything mutable is behind `state`.
-package final class BlueZNotifyLink: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: the descriptor is a constant, everything mutable is
+/// behind `state` (a lock).
+package final class BlueZNotifyLink: Sendable {
     /// The remote device's address (`device` option).
     package let deviceAddress: String
     /// The ATT MTU of the device's link (`mtu` option): a datagram carries at most `mtu - 3` bytes.

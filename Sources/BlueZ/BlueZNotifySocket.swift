@@ -27,8 +27,9 @@ import Synchronization
 /// The values still run on `queue`, after anything queued there before. ``close()`` wakes the
 /// thread with `shutdown(2)`, under a lock that the thread also takes to close the descriptor,
 /// so it never reaches a number the process has reused.
-/// `@unchecked Sendable`: its stored properties are constants (atomic flags, a locked descriptor).
-package final class BlueZNotifySocket: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: its stored properties are constants (atomic flags, a
+/// locked descriptor).
+package final class BlueZNotifySocket: Sendable {
     /// The ATT MTU bluetoothd reported with the socket.
     package let mtu: Int
     /// The most datagrams one `recvmmsg` takes, and so one visit to the queue delivers: a peer
@@ -70,7 +71,9 @@ package final class BlueZNotifySocket: @unchecked Sendable {
         let batch = BlueZDatagramBatch(capacity: batchCapacity)
         let visitState = BatchVisit()
         let visit = DispatchWorkItem {
-            visitState.peerGone = deliverBatch(fd, batch, count: visitState.count, ended: ended, onValue, onClose)
+            let count = visitState.count.load(ordering: .relaxed)
+            visitState.peerGone.store(
+                deliverBatch(fd, batch, count: count, ended: ended, onValue, onClose), ordering: .relaxed)
         }
         while !ended.value.load(ordering: .relaxed) {
             let received = batch.receive(fd)
@@ -86,9 +89,9 @@ package final class BlueZNotifySocket: @unchecked Sendable {
                 if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
                 return
             }
-            visitState.count = count
+            visitState.count.store(count, ordering: .relaxed)
             queue.sync(execute: visit)
-            if visitState.peerGone { return }
+            if visitState.peerGone.load(ordering: .relaxed) { return }
         }
     }
 
@@ -112,11 +115,12 @@ package final class BlueZNotifySocket: @unchecked Sendable {
 
     /// How many datagrams the batch holds, and whether the peer went away during the visit.
     ///
-    /// `@unchecked Sendable`: the thread writes `count` and reads `peerGone` only around its
-    /// `queue.sync`, during which the work item (run on that same thread) reads and writes them.
-    private final class BatchVisit: @unchecked Sendable {
-        var count = 0
-        var peerGone = false
+    /// The thread writes `count` and reads `peerGone` only around its `queue.sync`, during which
+    /// the work item reads and writes them: `queue.sync` orders the accesses, so relaxed atomics
+    /// (plain loads and stores) are enough, and the compiler checks the class `Sendable`.
+    private final class BatchVisit: Sendable {
+        let count = Atomic<Int>(0)
+        let peerGone = Atomic<Bool>(false)
     }
 
     /// Whether the other end of `fd` has gone (`POLLHUP` / `POLLRDHUP`).

@@ -1,5 +1,6 @@
 package import DBus
 package import Dispatch
+import Locking
 import Synchronization
 
 #if canImport(Glibc)
@@ -14,18 +15,26 @@ import Synchronization
 /// `canSendWriteWithoutResponse`. bluetoothd closes its end when the link goes down or it exits;
 /// that is reported once through `onClose`.
 ///
-/// Queue-confined: create it, send and close on `queue` (the caller's serial queue).
-package final class BlueZWriteSocket: @unchecked Sendable {
+/// Used on `queue` (the caller's serial queue): send, wait and close there. `Sendable` as the
+/// compiler checks it: what changes is behind `state`, a lock rather than a queue-checking box
+/// because the initializer (which arms the hang-up watch) and `deinit` may run off the queue.
+package final class BlueZWriteSocket: Sendable {
     /// The ATT MTU bluetoothd reported with the socket: a datagram carries at most `mtu - 3` bytes.
     package let mtu: Int
     private let queue: DispatchQueue
     private let fd: Int32
-    private var hangup: DescriptorWatch?
-    private var writable: DescriptorWatch?
-    /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
-    private var writableArms = 0
-    private var closed = false
+    private let state = PosixMutex(State())
     private let sources: SourceCount
+
+    private struct State: Sendable {
+        var hangup: DescriptorWatch?
+        var writable: DescriptorWatch?
+        /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
+        var writableArms = 0
+        var closed = false
+    }
+
+    private var closed: Bool { state.withLock { $0.closed } }
 
     /// What became of one datagram.
     package enum SendResult: Sendable, Equatable {
@@ -47,7 +56,7 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         let sources = SourceCount(fd: fd)
         self.sources = sources
         // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
-        hangup = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
+        let hangup = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
             var byte: UInt8 = 0
             switch withUnsafeMutableBytes(of: &byte, { SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT)) }) {
             case .success(let count) where count > 0: return
@@ -60,6 +69,7 @@ package final class BlueZWriteSocket: @unchecked Sendable {
         } cancelled: {
             sources.release()
         }
+        state.withLock { $0.hangup = hangup }
     }
 
     /// Sends `bytes` as one datagram without blocking (on `queue`).
@@ -80,47 +90,58 @@ package final class BlueZWriteSocket: @unchecked Sendable {
     /// `onClose` of the initializer is.
     package func whenWritable(_ body: @escaping @Sendable () -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
-        guard !closed else { return body() }
-        writable?.cancel()
-        writableArms += 1
-        let arm = writableArms
-        sources.retain()
-        writable = DescriptorWatch.oneShot(fd, .writable, queue: queue) { [weak self] in
-            if let self, self.writableArms == arm { self.writable = nil }
-            body()
-        } cancelled: { [sources] in
-            sources.release()
+        let armed = state.withLock { [fd, queue, sources] state in
+            guard !state.closed else { return false }
+            state.writable?.cancel()
+            state.writableArms += 1
+            let arm = state.writableArms
+            sources.retain()
+            state.writable = DescriptorWatch.oneShot(fd, .writable, queue: queue) { [weak self] in
+                self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
+                body()
+            } cancelled: {
+                sources.release()
+            }
+            return true
         }
+        if !armed { body() }
     }
 
     /// Closes our end (bluetoothd then releases the write session). Idempotent; on `queue`.
     package func close() {
-        guard !closed else { return }
-        closed = true
-        writable?.cancel()
-        writable = nil
-        // The last watch's `cancelled` closes the descriptor, once no watch has it.
-        hangup?.cancel()
-        hangup = nil
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.closed = true
+            state.writable?.cancel()
+            state.writable = nil
+            // The last watch's `cancelled` closes the descriptor, once no watch has it.
+            state.hangup?.cancel()
+            state.hangup = nil
+        }
     }
 
     deinit {
-        writable?.cancel()
-        hangup?.cancel()
+        state.withLock { state in
+            state.writable?.cancel()
+            state.hangup?.cancel()
+        }
     }
 }
 
-/// Closes a descriptor once the last watch on it is cancelled (its `cancelled` ran). Queue-confined.
-private final class SourceCount: @unchecked Sendable {
+/// Closes a descriptor once the last watch on it is cancelled (its `cancelled` ran).
+private final class SourceCount: Sendable {
     private let fd: Int32
-    private var count = 1
+    private let count = PosixMutex(1)
 
     init(fd: Int32) { self.fd = fd }
 
-    func retain() { count += 1 }
+    func retain() { count.withLock { $0 += 1 } }
 
     func release() {
-        count -= 1
-        if count == 0 { SystemCall.close(fd) }
+        let last = count.withLock { count in
+            count -= 1
+            return count == 0
+        }
+        if last { SystemCall.close(fd) }
     }
 }

@@ -1,33 +1,86 @@
 import BlueZ
 import Foundation
 import Locking
+import Synchronization
 
 /// The engine of one ``L2CAPChannel``: reads SDUs from the kernel socket into a bounded inbox,
 /// sends queued writes as credits allow, and wakes whoever waits (async callers, the streams).
 ///
-/// The invariant behind `@unchecked Sendable`: every stored `var` is touched only on `queue` (the
-/// socket's); `changed` guards only its own generation counter.
-final class L2CAPChannelCore: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: every mutable field is in `state`, a ``QueueBound`` that
+/// checks on every access that it runs on `queue` (the socket's); `changed` guards only the
+/// wake-ups of blocked stream calls (its generation is an atomic, read and bumped under it).
+final class L2CAPChannelCore: Sendable {
     let queue: DispatchQueue
     let sendMTU: Int
     private let socket: BlueZL2CAPSocket
-    /// SDUs read and not yet taken; `inboxOffset` bytes of the first are taken already.
-    private var inbox: [Data] = []
-    private var inboxOffset = 0
-    private var inboxBytes = 0
-    private var ending: Ending?
-    private var readWaiters: [(id: Int, continuation: CheckedContinuation<Result<Data?, BluetoothError>, Never>)] = []
-    private var cancelledReads: Set<Int> = []
-    private var writes: [PendingWrite] = []
-    private var readArmed = false
-    private var writeArmed = false
-    /// Called on `queue` when data, room or the end arrive (the streams' event sources).
-    var onInput: (@Sendable () -> Void)?
-    var onOutput: (@Sendable () -> Void)?
+    private let state: QueueBound<State>
     /// Bumped on every change; the streams' blocking calls wait for it to move.
     private let changed = NSCondition()
-    private var generation = 0
+    private let generation = Atomic<Int>(0)
     private let ids = PosixMutex(0)
+
+    /// What changes, all on `queue`.
+    private struct State {
+        /// SDUs read and not yet taken; `inboxOffset` bytes of the first are taken already.
+        var inbox: [Data] = []
+        var inboxOffset = 0
+        var inboxBytes = 0
+        var ending: Ending?
+        var readWaiters: [(id: Int, continuation: CheckedContinuation<Result<Data?, BluetoothError>, Never>)] = []
+        var cancelledReads: Set<Int> = []
+        var writes: [PendingWrite] = []
+        var readArmed = false
+        var writeArmed = false
+        var onInput: (@Sendable () -> Void)?
+        var onOutput: (@Sendable () -> Void)?
+    }
+
+    // The fields of `state`, under their old names (each access checks the queue).
+    private var inbox: [Data] {
+        get { state.value.inbox }
+        _modify { yield &state.value.inbox }
+    }
+    private var inboxOffset: Int {
+        get { state.value.inboxOffset }
+        _modify { yield &state.value.inboxOffset }
+    }
+    private var inboxBytes: Int {
+        get { state.value.inboxBytes }
+        _modify { yield &state.value.inboxBytes }
+    }
+    private var ending: Ending? {
+        get { state.value.ending }
+        _modify { yield &state.value.ending }
+    }
+    private var readWaiters: [(id: Int, continuation: CheckedContinuation<Result<Data?, BluetoothError>, Never>)] {
+        get { state.value.readWaiters }
+        _modify { yield &state.value.readWaiters }
+    }
+    private var cancelledReads: Set<Int> {
+        get { state.value.cancelledReads }
+        _modify { yield &state.value.cancelledReads }
+    }
+    private var writes: [PendingWrite] {
+        get { state.value.writes }
+        _modify { yield &state.value.writes }
+    }
+    private var readArmed: Bool {
+        get { state.value.readArmed }
+        _modify { yield &state.value.readArmed }
+    }
+    private var writeArmed: Bool {
+        get { state.value.writeArmed }
+        _modify { yield &state.value.writeArmed }
+    }
+    /// Called on `queue` when data, room or the end arrive (the streams' event sources); set on `queue`.
+    var onInput: (@Sendable () -> Void)? {
+        get { state.value.onInput }
+        _modify { yield &state.value.onInput }
+    }
+    var onOutput: (@Sendable () -> Void)? {
+        get { state.value.onOutput }
+        _modify { yield &state.value.onOutput }
+    }
 
     /// The inbox stops reading the socket at this size: the kernel then withholds credits, and
     /// the peer waits.
@@ -49,6 +102,7 @@ final class L2CAPChannelCore: @unchecked Sendable {
         self.socket = socket
         self.queue = socket.queue
         self.sendMTU = socket.sendMTU
+        self.state = QueueBound(State(), queue: socket.queue)
     }
 
     func newID() -> Int {
@@ -299,19 +353,19 @@ final class L2CAPChannelCore: @unchecked Sendable {
     private func currentGeneration() -> Int {
         changed.lock()
         defer { changed.unlock() }
-        return generation
+        return generation.load(ordering: .relaxed)
     }
 
     private func signal() {
         changed.lock()
-        generation += 1
+        generation.add(1, ordering: .relaxed)
         changed.broadcast()
         changed.unlock()
     }
 
     private func wait(past seen: Int) {
         changed.lock()
-        while generation == seen { changed.wait() }
+        while generation.load(ordering: .relaxed) == seen { changed.wait() }
         changed.unlock()
     }
 }

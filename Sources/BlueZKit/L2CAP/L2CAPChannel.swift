@@ -35,6 +35,10 @@ extension Central: Peer {}
 ///
 /// Keep a reference: as with Core Bluetooth, a channel that is released is closed. It is also
 /// closed by ``close()`` or when both streams are closed.
+///
+/// The invariant behind `@unchecked Sendable`: every stored property is a constant, and the only
+/// ones the compiler cannot check, the two streams (Foundation's `Stream` is not `Sendable`), keep
+/// their own state behind a lock (`StreamEvents`) and the core's ``QueueBound``.
 public final class L2CAPChannel: @unchecked Sendable, CustomStringConvertible {
     /// The remote device: a ``Peripheral`` or a ``Central``.
     public let peer: any Peer

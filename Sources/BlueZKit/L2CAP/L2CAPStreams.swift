@@ -2,8 +2,9 @@ import Foundation
 
 /// The run loops a stream is scheduled in, its delegate and status: what both L2CAP streams share.
 ///
-/// The invariant behind `@unchecked Sendable`: every `var` is read and written under `lock`;
-/// the delegate is called only on the scheduled run loops, as Foundation's streams do.
+/// A lock type: every `var` is read and written under `lock` (not a `PosixMutex`, which would
+/// have to hand Foundation's non-`Sendable` `RunLoop` and delegate in and out as `sending`); the
+/// delegate is called only on the scheduled run loops, as Foundation's streams do.
 private final class StreamEvents: @unchecked Sendable {
     private let lock = NSLock()
     private var status: Stream.Status = .notOpen
@@ -52,8 +53,9 @@ private final class StreamEvents: @unchecked Sendable {
 
 /// A stream held weakly by the channel's event hooks.
 ///
-/// The invariant behind `@unchecked Sendable`: the hooks only call the stream's thread-safe
-/// event posting (its state is behind a `PosixMutex`).
+/// The invariant behind `@unchecked Sendable`: `value` is set once, before the box is shared, and
+/// the hooks (on the core's queue) only call the stream's event posting, whose state is behind
+/// `StreamEvents`' lock and the core's ``QueueBound`` (Foundation's streams are not `Sendable`).
 private final class WeakStream<S: AnyObject>: @unchecked Sendable {
     weak var value: S?
     init(_ value: S) { self.value = value }

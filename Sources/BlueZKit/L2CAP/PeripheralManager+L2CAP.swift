@@ -114,9 +114,9 @@ extension PeripheralManager {
 
 /// The listening sockets of a manager's published channels, by PSM; closed when the manager goes.
 ///
-/// The invariant behind `@unchecked Sendable`: the table is behind a `PosixMutex`; each listener
-/// is used on `queue` only.
-final class L2CAPPublications: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: the tables are behind `PosixMutex`es, and each listener
+/// checks that it is used on `queue` (its state is a `QueueBound`).
+final class L2CAPPublications: Sendable {
     /// Where the listeners accept, and where their channels run.
     let queue = DispatchQueue(label: "bluezkit.l2cap.peripheral")
     private let listeners = PosixMutex([L2CAPPSM: BlueZL2CAPListener]())

@@ -29,7 +29,7 @@ package final class BlueZNotifyLink: Sendable {
     private let fd: Int32
     private let queue: DispatchQueue
     private let state = PosixMutex(State())
-    private let watchers: Watchers
+    private let watchers: WatchedDescriptor
 
     private struct State: Sendable {
         var closed = false
@@ -61,7 +61,7 @@ package final class BlueZNotifyLink: Sendable {
         self.deviceAddress = deviceAddress
         self.mtu = Int(mtu)
         self.queue = queue
-        let watchers = Watchers(fd: fd)
+        let watchers = WatchedDescriptor(fd)
         self.watchers = watchers
         let reader = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
             guard let self else { return }
@@ -138,22 +138,4 @@ package final class BlueZNotifyLink: Sendable {
     }
 
     deinit { _ = shutDown() }
-}
-
-/// Closes a descriptor once the last watch on it was cancelled (its `cancelled` ran).
-private final class Watchers: Sendable {
-    private let fd: Int32
-    private let count = PosixMutex(1)
-
-    init(fd: Int32) { self.fd = fd }
-
-    func retain() { count.withLock { $0 += 1 } }
-
-    func release() {
-        let last = count.withLock { count in
-            count -= 1
-            return count == 0
-        }
-        if last { SystemCall.close(fd) }
-    }
 }

@@ -24,7 +24,7 @@ package final class BlueZWriteSocket: Sendable {
     private let queue: DispatchQueue
     private let fd: Int32
     private let state = PosixMutex(State())
-    private let sources: SourceCount
+    private let sources: WatchedDescriptor
 
     private struct State: Sendable {
         var hangup: DescriptorWatch?
@@ -53,7 +53,7 @@ package final class BlueZWriteSocket: Sendable {
         self.queue = queue
         let fd = descriptor.take()
         self.fd = fd
-        let sources = SourceCount(fd: fd)
+        let sources = WatchedDescriptor(fd)
         self.sources = sources
         // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
         let hangup = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
@@ -125,23 +125,5 @@ package final class BlueZWriteSocket: Sendable {
             state.writable?.cancel()
             state.hangup?.cancel()
         }
-    }
-}
-
-/// Closes a descriptor once the last watch on it is cancelled (its `cancelled` ran).
-private final class SourceCount: Sendable {
-    private let fd: Int32
-    private let count = PosixMutex(1)
-
-    init(fd: Int32) { self.fd = fd }
-
-    func retain() { count.withLock { $0 += 1 } }
-
-    func release() {
-        let last = count.withLock { count in
-            count -= 1
-            return count == 0
-        }
-        if last { SystemCall.close(fd) }
     }
 }

@@ -1,12 +1,13 @@
 import BlueZ
 import Dispatch
+import Locking
 
 /// Where the peripheral manager's state lives and its work runs: the bus queue, the serial queue
 /// its D-Bus connection works on, as the central's engine does.
 ///
 /// The queue is made with the manager, before the bus is reached (`BlueZBus.connect(queue:)`),
 /// so services added and advertising asked for before bluetoothd answered have a home too.
-/// Everything that touches ``PeripheralManager/EngineState`` runs on the queue:
+/// Everything that touches ``State`` runs on the queue (``state`` checks it on every access):
 /// - bluetoothd's calls to our exported objects (reads, writes, `StartNotify`, sockets) and the
 ///   client's events arrive on it;
 /// - asynchronous work (registering services, advertising) runs in tasks on ``busExecutor``,
@@ -18,19 +19,22 @@ import Dispatch
 /// Nothing on the queue waits for another queue, so the app's `sync` cannot deadlock; delegate
 /// calls go to the manager's queue with `async`.
 ///
-/// The invariant behind `@unchecked Sendable`: `state` is read and written on `busQueue` only.
-final class PeripheralEngine: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: every stored property is a `let` of a `Sendable` type,
+/// the state a ``QueueBound`` on `busQueue`.
+final class PeripheralEngine: Sendable {
     /// The queue the manager's D-Bus connection, its exported objects and its state live on.
     let busQueue: DispatchQueue
     /// `busQueue` as a task executor (``onBusQueue(_:)``).
     let busExecutor: any TaskExecutor
     /// Service changes and republishing, one after the other, on the bus queue.
     let changes: SerialTaskChain
-    private var state = PeripheralManager.EngineState()
+    /// What the manager knows and has published, bound to `busQueue`.
+    let state: QueueBound<State>
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     init(label: String) {
         busQueue = DispatchQueue(label: label)
+        state = QueueBound(State(), queue: busQueue)
         busExecutor = BlueZBus.executor(for: busQueue)
         changes = SerialTaskChain(executor: busExecutor)
         busQueue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
@@ -41,9 +45,9 @@ final class PeripheralEngine: @unchecked Sendable {
 
     /// Runs `body` with the state, on the bus queue: directly when the caller is there, otherwise
     /// as a block the caller waits for. Must not be called from a block the bus queue waits for.
-    func sync<Result>(_ body: (inout PeripheralManager.EngineState) -> Result) -> Result {
-        if isOnBusQueue { return body(&state) }
-        return busQueue.sync { body(&state) }
+    func sync<Result>(_ body: (inout State) -> Result) -> Result {
+        if isOnBusQueue { return body(&state.value) }
+        return busQueue.sync { body(&state.value) }
     }
 
     /// Runs `body` on the bus queue (as ``sync(_:)``), for work that calls the BlueZ layer.
@@ -57,5 +61,68 @@ final class PeripheralEngine: @unchecked Sendable {
     @discardableResult
     func onBusQueue(_ operation: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
         Task(executorPreference: busExecutor, operation: operation)
+    }
+
+    /// What the manager knows and has published, on the bus queue.
+    struct State {
+        /// bluetoothd's and the adapter's presence, and the state they give.
+        var presence = AdapterPresence()
+        var client: BlueZClient?
+        /// The just-works pairing agent, registered whenever bluetoothd appears on the bus.
+        var agent: BlueZAgent?
+        /// The adapter's address as last reported.
+        var adapterAddress: String { presence.adapterAddress }
+        /// Whether the lost-write-results warning was logged (once per manager).
+        var warnedOfLostWriteResults = false
+        var applications: [ObjectIdentifier: BlueZGattApplication] = [:]
+        var characteristics: [ObjectIdentifier: (BlueZGattApplication, BlueZGattApplication.CharacteristicID)] = [:]
+        var nextApplication = 0
+        /// Which application carries which included service (see `PeripheralManager+IncludedServices`).
+        var inclusion = PeripheralManager.IncludedServicesState()
+        var advertisement: BlueZAdvertisement?
+        var isAdvertising = false
+        /// A `startAdvertising` is registering its advertisement: a second one is refused meanwhile.
+        var isStartingAdvertising = false
+        /// Counts `stopAdvertising()` calls: a registration that finds it changed was stopped
+        /// while it registered, and takes its advertisement back.
+        var advertisingStops = 0
+        /// Who is connected and subscribed (see `CentralSubscriptions`).
+        var subscriptions = CentralSubscriptions()
+        /// Bonded centrals' subscriptions, kept across their links (see `BondedSubscriptions`).
+        var bonded = BondedSubscriptions()
+        /// Characteristics that had subscribers, to report them when links drop.
+        var published: [ObjectIdentifier: MutableCharacteristic] = [:]
+        /// Characteristics registered with `AcquireNotify` (bluetoothd with per-device sockets):
+        /// their subscribers are exactly the centrals with a socket in `notifyLinks`.
+        var socketCharacteristics: Set<ObjectIdentifier> = []
+        /// The notify socket of each subscribed central, by characteristic and central address.
+        var notifyLinks: [ObjectIdentifier: [String: BlueZNotifyLink]] = [:]
+        /// bluetoothd wrote a confirmation to a socket: it is ≥ 5.80, and indications sent through
+        /// sockets wait for their centrals' confirmations.
+        var socketConfirmationsSeen = false
+        /// Sockets that were full when `updateValue` returned false, each waited for until it has room.
+        var socketRoomWaits: Set<ObjectIdentifier> = []
+        /// Polls the backlog after `updateValue` returned false.
+        var roomTimer: (any DispatchSourceTimer)?
+        /// Ends a wait for indication confirmations that never came, by the wait's generation.
+        var confirmationTimers: [Int: any DispatchSourceTimer] = [:]
+        /// How long an indication waits for its confirmations: ATT's transaction timeout.
+        var confirmationTimeout: Duration = .seconds(30)
+        /// The services added (in order) and the advertisement wanted, to publish again after
+        /// bluetoothd or the adapter came back.
+        var services: [MutableService] = []
+        var wantedAdvertisement: BlueZAdvertisement.Content?
+        /// What is advertised, as saved for restoration.
+        var advertisementData: AdvertisementData?
+        /// bluetoothd or the adapter went away since the last registration: registrations are gone.
+        var registrationsLost = false
+        /// Registrations made again after they failed (see `PeripheralManager+PublishRetry`).
+        var publishRetry = PeripheralManager.PublishRetryState()
+        /// Restored characteristics whose saved subscribers are still to be reported gone.
+        var restoredSubscriptions: [MutableCharacteristic] = []
+        /// How long a read or write waits for the app's answer before it is answered with
+        /// `unlikelyError` (bluetoothd itself gives up after D-Bus's 25 s and answers the central
+        /// with an unhelpful error).
+        var requestTimeout: Duration = .seconds(20)
     }
 }

@@ -33,7 +33,7 @@ extension PeripheralManager {
     }
 }
 
-extension PeripheralManager.EngineState {
+extension PeripheralEngine.State {
     /// The registration `key` is published under, as remembered for a bonded central.
     func bondedEntry(_ key: ObjectIdentifier) -> BondedSubscriptions.Entry? {
         characteristics[key].map {

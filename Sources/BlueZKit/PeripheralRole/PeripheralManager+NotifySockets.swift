@@ -169,7 +169,7 @@ extension PeripheralManager {
     }
 }
 
-extension PeripheralManager.EngineState {
+extension PeripheralEngine.State {
     /// Stops waiting for room in `links` (they have room, or are closed: a closed link's wait
     /// never ends by itself, as we closed it or its end was seen). Returns whether that ended
     /// the last wait, so the delegate is to hear that it may update again.

@@ -10,7 +10,7 @@ import Foundation
 /// with growing delays, while bluetoothd stays; it is made again also at the next change of
 /// the services and whenever bluetoothd or the adapter comes back.
 extension PeripheralManager {
-    /// What the peripheral manager keeps about those attempts (part of `EngineState`).
+    /// What the peripheral manager keeps about those attempts (part of `PeripheralEngine.State`).
     struct PublishRetryState {
         /// Attempts made since a change of services last published everything wanted.
         var attempts = 0

@@ -196,7 +196,7 @@ extension PeripheralManager {
 
     /// Ends the wait of `generation` after `confirmationTimeout`, in case a confirmation got lost.
     func startConfirmationTimer(
-        _ generation: Int, for key: ObjectIdentifier, in state: inout EngineState, queue: DispatchQueue
+        _ generation: Int, for key: ObjectIdentifier, in state: inout PeripheralEngine.State, queue: DispatchQueue
     ) {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [weak self] in
@@ -223,7 +223,7 @@ extension PeripheralManager {
 
     /// Cancels the timers of waits that ended, and tells the delegate "ready" once for those
     /// that refused an update (the refusal lasts until it is told).
-    func finish(_ ended: EngineState.EndedWaits) {
+    func finish(_ ended: PeripheralEngine.State.EndedWaits) {
         for timer in ended.timers { timer.cancel() }
         let ready = ended.ready
         guard !ready.isEmpty else { return }
@@ -267,7 +267,7 @@ extension PeripheralManager {
     /// subscriptions are kept for when its link is back (see `BondedSubscriptions`).
     func centralLinkChanged(address: String, connected: Bool, bonded: Bool) {
         if connected { return centralLinkCameBack(address: address) }
-        let (left, adapter, ended): ([MutableCharacteristic], String, EngineState.EndedWaits) = engine.sync { state in
+        let (left, adapter, ended): ([MutableCharacteristic], String, PeripheralEngine.State.EndedWaits) = engine.sync { state in
             let keys = state.subscriptions.disconnected(address)
             state.linkDropped(address, leaving: keys, bonded: bonded)
             return (keys.compactMap { state.published[$0] }, state.adapterAddress, state.takeEndedWaits())
@@ -298,7 +298,7 @@ extension PeripheralManager {
     /// bluetoothd left or the adapter went away: every subscription ends.
     func dropAllSubscriptions() {
         closeAllNotifyLinks()
-        let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, EngineState.EndedWaits) =
+        let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, PeripheralEngine.State.EndedWaits) =
             engine.sync { state in
                 let table = state.subscriptions.reset()
                 state.bonded.reset()
@@ -347,7 +347,7 @@ extension PeripheralManager {
     }
 }
 
-extension PeripheralManager.EngineState {
+extension PeripheralEngine.State {
     /// Waits for indication confirmations that ended: their timers, and those that refused an update.
     struct EndedWaits {
         var timers: [any DispatchSourceTimer] = []

@@ -63,69 +63,6 @@ public final class PeripheralManager: @unchecked Sendable {
     /// Tasks in ``send(_:for:onSubscribedCentrals:)`` waiting for room (PeripheralManager+Send.swift).
     let updateWaiters = UpdateWaiters()
 
-    /// What the manager knows and has published, on the engine's bus queue.
-    struct EngineState {
-        /// bluetoothd's and the adapter's presence, and the state they give.
-        var presence = AdapterPresence()
-        var client: BlueZClient?
-        /// The just-works pairing agent, registered whenever bluetoothd appears on the bus.
-        var agent: BlueZAgent?
-        /// The adapter's address as last reported.
-        var adapterAddress: String { presence.adapterAddress }
-        /// Whether the lost-write-results warning was logged (once per manager).
-        var warnedOfLostWriteResults = false
-        var applications: [ObjectIdentifier: BlueZGattApplication] = [:]
-        var characteristics: [ObjectIdentifier: (BlueZGattApplication, BlueZGattApplication.CharacteristicID)] = [:]
-        var nextApplication = 0
-        /// Which application carries which included service (see `PeripheralManager+IncludedServices`).
-        var inclusion = IncludedServicesState()
-        var advertisement: BlueZAdvertisement?
-        var isAdvertising = false
-        /// A `startAdvertising` is registering its advertisement: a second one is refused meanwhile.
-        var isStartingAdvertising = false
-        /// Counts `stopAdvertising()` calls: a registration that finds it changed was stopped
-        /// while it registered, and takes its advertisement back.
-        var advertisingStops = 0
-        /// Who is connected and subscribed (see `CentralSubscriptions`).
-        var subscriptions = CentralSubscriptions()
-        /// Bonded centrals' subscriptions, kept across their links (see `BondedSubscriptions`).
-        var bonded = BondedSubscriptions()
-        /// Characteristics that had subscribers, to report them when links drop.
-        var published: [ObjectIdentifier: MutableCharacteristic] = [:]
-        /// Characteristics registered with `AcquireNotify` (bluetoothd with per-device sockets):
-        /// their subscribers are exactly the centrals with a socket in `notifyLinks`.
-        var socketCharacteristics: Set<ObjectIdentifier> = []
-        /// The notify socket of each subscribed central, by characteristic and central address.
-        var notifyLinks: [ObjectIdentifier: [String: BlueZNotifyLink]] = [:]
-        /// bluetoothd wrote a confirmation to a socket: it is ≥ 5.80, and indications sent through
-        /// sockets wait for their centrals' confirmations.
-        var socketConfirmationsSeen = false
-        /// Sockets that were full when `updateValue` returned false, each waited for until it has room.
-        var socketRoomWaits: Set<ObjectIdentifier> = []
-        /// Polls the backlog after `updateValue` returned false.
-        var roomTimer: (any DispatchSourceTimer)?
-        /// Ends a wait for indication confirmations that never came, by the wait's generation.
-        var confirmationTimers: [Int: any DispatchSourceTimer] = [:]
-        /// How long an indication waits for its confirmations: ATT's transaction timeout.
-        var confirmationTimeout: Duration = .seconds(30)
-        /// The services added (in order) and the advertisement wanted, to publish again after
-        /// bluetoothd or the adapter came back.
-        var services: [MutableService] = []
-        var wantedAdvertisement: BlueZAdvertisement.Content?
-        /// What is advertised, as saved for restoration.
-        var advertisementData: AdvertisementData?
-        /// bluetoothd or the adapter went away since the last registration: registrations are gone.
-        var registrationsLost = false
-        /// Registrations made again after they failed (see `PeripheralManager+PublishRetry`).
-        var publishRetry = PublishRetryState()
-        /// Restored characteristics whose saved subscribers are still to be reported gone.
-        var restoredSubscriptions: [MutableCharacteristic] = []
-        /// How long a read or write waits for the app's answer before it is answered with
-        /// `unlikelyError` (bluetoothd itself gives up after D-Bus's 25 s and answers the central
-        /// with an unhelpful error).
-        var requestTimeout: Duration = .seconds(20)
-    }
-
     /// Creates a manager; its state is `.unknown` until the first delegate call.
     public init(
         delegate: (any PeripheralManagerDelegate)?, queue: DispatchQueue?, options: PeripheralManagerOptions = .init()

@@ -34,10 +34,7 @@ extension PeripheralManager {
         _ encryptionRequired: Bool, then: (@Sendable (L2CAPPSM, BluetoothError?) -> Void)?
     ) {
         let report = { @Sendable (psm: L2CAPPSM, error: BluetoothError?) in
-            self.queue.async {
-                self.delegate?.peripheralManager(self, didPublishL2CAPChannel: psm, error: error)
-                then?(psm, error)
-            }
+            self.post(.l2capPublished(psm, error, then: then))
         }
         guard state == .poweredOn else {
             return report(
@@ -63,14 +60,11 @@ extension PeripheralManager {
                     // The same `Central` the GATT side reports: its MTU if a request told it.
                     let central = self.central(address: accepted.peer.address, adapter: adapter ?? "")
                     let channel = L2CAPChannel(peer: central, psm: psm, socket: accepted.socket)
-                    self.queue.async {
-                        self.delegate?.peripheralManager(self, didOpen: channel, error: nil)
-                        self.l2cap.deliver(channel)
-                    }
+                    self.post(.l2capOpened(channel, nil))
                 case .failure(let error):
                     let failure = BluetoothError(l2cap: error)
                     self.l2cap.remove(psm)
-                    self.queue.async { self.delegate?.peripheralManager(self, didOpen: nil, error: failure) }
+                    self.post(.l2capOpened(nil, failure))
                 }
             }
         }
@@ -90,10 +84,7 @@ extension PeripheralManager {
     /// delegate's `didUnpublishL2CAPChannel`.
     func unpublishL2CAPChannel(_ PSM: L2CAPPSM, then: (@Sendable (BluetoothError?) -> Void)?) {
         let report = { @Sendable (error: BluetoothError?) in
-            self.queue.async {
-                self.delegate?.peripheralManager(self, didUnpublishL2CAPChannel: PSM, error: error)
-                then?(error)
-            }
+            self.post(.l2capUnpublished(PSM, error, then: then))
         }
         guard let listener = l2cap.remove(PSM) else {
             return report(

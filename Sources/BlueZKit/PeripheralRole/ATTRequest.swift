@@ -30,9 +30,8 @@ public final class Central: Sendable, Hashable, CustomStringConvertible {
 /// answer (nothing holds it any more) is answered `unlikelyError` at once. A write without
 /// response, acknowledged by bluetoothd before the app sees it, holds neither.
 ///
-/// The invariant behind `@unchecked Sendable`: `value` sits behind a `PosixMutex`; the timer is
-/// immutable and dispatch sources are thread-safe.
-public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
+/// `Sendable` as the compiler checks it: `value` and the timer sit behind `PosixMutex`es.
+public final class ATTRequest: Sendable, CustomStringConvertible {
     /// Who asked.
     public let central: Central
     /// The characteristic asked for.
@@ -44,7 +43,8 @@ public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
     private let storage: PosixMutex<Data?>
     /// Answers `unlikelyError` when it fires; cancelled by the answer (cancelling is thread-safe
     /// and may be repeated). Its handler holds the request weakly.
-    private let timer: (any DispatchSourceTimer)?
+    /// (Dispatch does not mark its sources `Sendable`: the lock makes the reference one.)
+    private let timer: PosixMutex<(any DispatchSourceTimer)?>
 
     /// A request; with `bluez`, it is answered `unlikelyError` after `timeout` (on `queue`)
     /// unless answered before.
@@ -57,16 +57,17 @@ public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
         self.offset = offset
         self.bluez = bluez
         self.storage = PosixMutex(value)
-        guard bluez != nil else {
-            timer = nil
-            return
+        self.timer = PosixMutex(nil)
+        guard bluez != nil else { return }
+        // Made inside the lock, so that the source goes nowhere else.
+        timer.withLock { timer in
+            let source = DispatchSource.makeTimerSource(queue: queue)
+            source.schedule(deadline: .now() + timeout.dispatchInterval)
+            // Weakly: the timer must not keep the request (and bluetoothd's message) alive.
+            source.setEventHandler { [weak self] in self?.answer(.unlikelyError) }
+            source.resume()
+            timer = source
         }
-        let source = DispatchSource.makeTimerSource(queue: queue)
-        timer = source
-        source.schedule(deadline: .now() + timeout.dispatchInterval)
-        // Weakly: the timer must not keep the request (and bluetoothd's message) alive.
-        source.setEventHandler { [weak self] in self?.answer(.unlikelyError) }
-        source.resume()
     }
 
     /// For a read, set the value to answer with (from `offset` on); for a write, the value written.
@@ -80,7 +81,7 @@ public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
 
     /// Answers bluetoothd (the first answer only) and cancels the timer.
     func answer(_ result: ATTError.Code) {
-        timer?.cancel()
+        timer.withLock { $0?.cancel() }
         guard let bluez else { return }
         if result == .success {
             bluez.respond(Array(value ?? Data()))
@@ -90,7 +91,7 @@ public final class ATTRequest: @unchecked Sendable, CustomStringConvertible {
     }
 
     deinit {
-        timer?.cancel()
+        timer.withLock { $0?.cancel() }
         bluez?.fail(with: .unlikelyError)
     }
 

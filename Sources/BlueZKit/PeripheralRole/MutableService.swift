@@ -123,6 +123,9 @@ public final class MutableCharacteristic: Characteristic, @unchecked Sendable {
 
 /// A descriptor to publish, with a static value, as Core Bluetooth's `CBMutableDescriptor`: a
 /// ``Descriptor`` subclass.
+///
+/// The invariant behind `@unchecked Sendable` (restated from ``Descriptor``, as Swift requires of
+/// a subclass): its own state is one immutable `let`.
 public final class MutableDescriptor: Descriptor, @unchecked Sendable {
     /// The bytes published.
     let bytes: Data

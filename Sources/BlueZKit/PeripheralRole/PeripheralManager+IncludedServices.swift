@@ -45,11 +45,7 @@ extension PeripheralManager {
     func publish(_ service: MutableService, then done: (@Sendable ((any Error)?) -> Void)? = nil) {
         serially {
             let error = await self.addToLayout(service)
-            self.queue.async {
-                self.saveState()
-                self.delegate?.peripheralManager(self, didAdd: service as Service, error: error)
-                done?(error)
-            }
+            self.post(.didAdd(service, error, done: done))
         }
     }
 

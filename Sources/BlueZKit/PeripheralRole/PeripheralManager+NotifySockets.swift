@@ -162,10 +162,7 @@ extension PeripheralManager {
 
     /// Every socket that refused an update has room again.
     private func socketsHaveRoom() {
-        queue.async {
-            self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
-            self.updateWaiters.resumeAll()
-        }
+        post(.readyToUpdate(.sockets))
     }
 }
 

@@ -49,7 +49,7 @@ extension PeripheralManager {
             }
             return
         }
-        queue.asyncAfter(deadline: .now() + delay.dispatchInterval) { [weak self] in
+        engine.busQueue.asyncAfter(deadline: .now() + delay.dispatchInterval) { [weak self] in
             self?.serially { [weak self] in
                 guard let self else { return }
                 let lost = self.engine.sync { state in

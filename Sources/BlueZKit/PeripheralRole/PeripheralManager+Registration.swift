@@ -112,7 +112,7 @@ extension PeripheralManager {
                 guard let self else { return request.fail(with: .unlikelyError) }
                 let attRequest = self.request(
                     request, characteristic, adapterAddress: adapterAddress, value: nil, answered: false)
-                self.queue.async { self.deliver(.read(attRequest), answeredAlready: false) }
+                self.post(.request(.read(attRequest), answeredAlready: false))
             },
             onWrite: { [weak self] request, value in
                 guard let self else { return request.fail(with: .unlikelyError) }
@@ -131,14 +131,11 @@ extension PeripheralManager {
                     request, characteristic, adapterAddress: adapterAddress, value: Data(value),
                     answered: withoutResponse)
                 guard withoutResponse else {
-                    return self.queue.async { self.deliver(.write([attRequest]), answeredAlready: false) }
+                    return self.post(.request(.write([attRequest]), answeredAlready: false))
                 }
                 // Acknowledged already, so the central does not wait for the app: bounded.
                 guard self.writesWithoutResponse.admit(bytes: value.count) else { return }
-                self.queue.async {
-                    self.writesWithoutResponse.delivered(bytes: value.count)
-                    self.deliver(.write([attRequest]), answeredAlready: true)
-                }
+                self.post(.writeWithoutResponse(attRequest, bytes: value.count))
             },
             onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
             notifySockets: Self.offersNotifySockets(characteristic, features) ? notifySockets(for: characteristic) : nil

@@ -35,7 +35,7 @@ extension PeripheralManager {
     /// Saves the current state on the manager's queue, after the call that changed it.
     func saveStateSoon() {
         guard restoration != nil else { return }
-        queue.async { self.saveState() }
+        post(.saveState)
     }
 
     /// Saves the current state now (on `queue`).
@@ -61,12 +61,7 @@ extension PeripheralManager {
             state.wantedAdvertisement = saved.advertisement.map(Self.advertisementContent)
             state.registrationsLost = true
         }
-        var dictionary: [String: Any] = [CBPeripheralManagerRestoredStateServicesKey: services]
-        if let advertisement = saved.advertisement {
-            dictionary[CBPeripheralManagerRestoredStateAdvertisementDataKey] = advertisement.dictionary
-        }
-        nonisolated(unsafe) let restored = dictionary
-        queue.async { self.delegate?.peripheralManager(self, willRestoreState: restored) }
+        post(.willRestore(services: services, advertisement: saved.advertisement))
     }
 
     /// The restored subscriptions bluetoothd no longer has: reported as ended after the first

@@ -182,11 +182,7 @@ extension PeripheralManager {
                 backlog.outgoingBytes < Self.backlogLimit.outgoingBytes / 2 || !client.isBusOpen
             else { return }
             timer.cancel()
-            self.queue.async {
-                self.engine.sync { $0.roomTimer = nil }
-                self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
-                self.updateWaiters.resumeAll()
-            }
+            self.post(.readyToUpdate(.backlog))
         }
         timer.schedule(deadline: .now() + .milliseconds(5), repeating: .milliseconds(5), leeway: .milliseconds(2))
         timer.resume()
@@ -227,15 +223,7 @@ extension PeripheralManager {
         for timer in ended.timers { timer.cancel() }
         let ready = ended.ready
         guard !ready.isEmpty else { return }
-        queue.async {
-            self.engine.sync { state in
-                for wait in ready {
-                    state.subscriptions.readyDelivered(for: wait.characteristic, generation: wait.generation)
-                }
-            }
-            self.delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
-            self.updateWaiters.resumeAll()
-        }
+        post(.readyToUpdate(.confirmations(ready)))
     }
 
     // MARK: Events (on the connection's queue)
@@ -267,7 +255,8 @@ extension PeripheralManager {
     /// subscriptions are kept for when its link is back (see `BondedSubscriptions`).
     func centralLinkChanged(address: String, connected: Bool, bonded: Bool) {
         if connected { return centralLinkCameBack(address: address) }
-        let (left, adapter, ended): ([MutableCharacteristic], String, PeripheralEngine.State.EndedWaits) = engine.sync { state in
+        let (left, adapter, ended): ([MutableCharacteristic], String, PeripheralEngine.State.EndedWaits) = engine.sync {
+            state in
             let keys = state.subscriptions.disconnected(address)
             state.linkDropped(address, leaving: keys, bonded: bonded)
             return (keys.compactMap { state.published[$0] }, state.adapterAddress, state.takeEndedWaits())
@@ -332,18 +321,7 @@ extension PeripheralManager {
             .map { central(address: $0, adapter: adapter) }
         characteristic.setSubscribedCentrals(current)
         saveStateSoon()
-        queue.async {
-            guard let delegate = self.delegate else { return }
-            for central in centrals {
-                switch change {
-                case .subscribed:
-                    delegate.peripheralManager(self, central: central, didSubscribeTo: characteristic as Characteristic)
-                case .unsubscribed:
-                    delegate.peripheralManager(
-                        self, central: central, didUnsubscribeFrom: characteristic as Characteristic)
-                }
-            }
-        }
+        post(.subscription(change, centrals, characteristic))
     }
 }
 

@@ -34,22 +34,30 @@ import Locking
 /// one serial queue of the manager's own (`L2CAPPublications.queue`), never on the bus queue, so
 /// bulk data does not delay bluetoothd's requests; their delegate calls still come on `queue`.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state lives on the engine's bus queue
-/// (see `PeripheralEngine`), the published PSMs behind `L2CAPPublications`' `PosixMutex`, the
-/// reported state behind its `PosixMutex`, the delegate behind `delegateLock`.
-public final class PeripheralManager: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: the manager is a façade of `let`s. Its work and state
+/// are the engine's (`PeripheralEngine`, on the bus queue); what the app reads synchronously (the
+/// state, the delegate, the request streams) sits behind `PosixMutex`es; delegate calls go
+/// through one `post(_:)` (`PeripheralManager+Events.swift`).
+public final class PeripheralManager: Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue
     /// The options the manager was created with.
     public let options: PeripheralManagerOptions
-    // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
-    // conformance lookup), read and written under `delegateLock`.
-    private let delegateLock = NSLock()
-    private weak var delegateObject: (any PeripheralManagerDelegate)?
+    /// The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
+    /// conformance lookup), behind a lock: any thread sets it.
+    private let delegateBox: PosixMutex<WeakDelegate>
+
+    /// A weak reference to the delegate.
+    ///
+    /// The invariant behind `@unchecked Sendable`: it lives only inside `delegateBox`'s lock, and
+    /// the delegate it refers to (not `Sendable`) is called on `queue` only.
+    private struct WeakDelegate: @unchecked Sendable {
+        weak var object: (any PeripheralManagerDelegate)?
+    }
     /// The state and the work on the bus queue.
     let engine: PeripheralEngine
     /// ``state``, set on `queue` right before the delegate hears of it.
-    private let reportedState = PosixMutex(ManagerState.unknown)
+    let reportedState = PosixMutex(ManagerState.unknown)
     /// The consumers of ``requests()``, by stream.
     let requestStreams = PosixMutex(RequestStreams())
     /// Writes without response on their way to `queue`: at most 1024, holding at most 256 KiB.
@@ -75,7 +83,7 @@ public final class PeripheralManager: @unchecked Sendable {
         }
         let engine = PeripheralEngine(label: "bluezkit.peripheral")
         self.engine = engine
-        delegateObject = delegate
+        delegateBox = PosixMutex(WeakDelegate(object: delegate))
         // The connect loop holds the manager weakly: a released manager stops it.
         engine.onBusQueue { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
@@ -98,8 +106,8 @@ public final class PeripheralManager: @unchecked Sendable {
 
     /// The object that receives events, held weakly.
     public var delegate: (any PeripheralManagerDelegate)? {
-        get { delegateLock.withLock { delegateObject } }
-        set { delegateLock.withLock { delegateObject = newValue } }
+        get { delegateBox.withLock { $0.object } }
+        set { delegateBox.withLock { $0.object = newValue } }
     }
 
     /// Whether the adapter can be used, as for ``CentralManager/state``.
@@ -153,7 +161,7 @@ public final class PeripheralManager: @unchecked Sendable {
             data = try AdvertisementData(dictionary: advertisementData ?? [:])
         } catch {
             let failure = BluetoothError(.invalidParameters, message: "\(error)")
-            return queue.async { self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure) }
+            return post(.didStartAdvertising(failure, saves: false, done: nil))
         }
         startAdvertising(data)
     }
@@ -177,10 +185,7 @@ public final class PeripheralManager: @unchecked Sendable {
         guard !busy else {
             let failure = BluetoothError(
                 .alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
-            return queue.async {
-                self.delegate?.peripheralManagerDidStartAdvertising(self, error: failure)
-                done?(failure)
-            }
+            return post(.didStartAdvertising(failure, saves: false, done: done))
         }
         let content = Self.advertisementContent(data)
         engine.onBusQueue {
@@ -190,11 +195,7 @@ public final class PeripheralManager: @unchecked Sendable {
                 state.isAdvertising = error == nil
                 if error == nil { state.advertisementData = data }
             }
-            self.queue.async {
-                self.saveState()
-                self.delegate?.peripheralManagerDidStartAdvertising(self, error: error)
-                done?(error)
-            }
+            self.post(.didStartAdvertising(error, saves: true, done: done))
         }
     }
 
@@ -314,19 +315,7 @@ public final class PeripheralManager: @unchecked Sendable {
     }
 
     private func setState(_ newState: ManagerState) {
-        queue.async {
-            Manager.learn(from: newState)
-            let changed = self.reportedState.withLock { state in
-                defer { state = newState }
-                return state != newState
-            }
-            if changed {
-                self.delegate?.peripheralManagerDidUpdateState(self)
-                // Updates waiting for room try again: the state may have ended their wait.
-                self.updateWaiters.resumeAll()
-            }
-            if newState != .unknown { self.endRestoredSubscriptions() }
-        }
+        post(.state(newState))
     }
 
     func adapterPath(_ client: BlueZClient?) async -> BlueZClient.AdapterID? {

@@ -26,7 +26,7 @@ import Testing
         var fds: [Int32] = [-1, -1]
         let type = Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
         guard socketpair(AF_UNIX, type, 0, &fds) == 0 else { throw POSIXError(.EMFILE) }
-        let sockets = manager.notifySockets(for: characteristic)
+        let sockets = manager.engine.notifySockets(for: characteristic)
         let link = BlueZNotifyLink(
             fd: fds[0], deviceAddress: address, mtu: 185, queue: manager.engine.busQueue,
             onConfirm: sockets.confirmed, onClose: sockets.closed)

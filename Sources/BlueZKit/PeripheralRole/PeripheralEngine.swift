@@ -40,6 +40,14 @@ final class PeripheralEngine: Sendable {
         busQueue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
     }
 
+    /// Makes `manager` the one this engine reports to; before any other work reaches the queue.
+    func attach(_ manager: PeripheralManager) {
+        busQueue.async { self.state.value.manager = manager }
+    }
+
+    /// The manager this engine works for; nil once released. On the bus queue.
+    var manager: PeripheralManager? { state.value.manager }
+
     /// Whether the caller runs on the bus queue.
     var isOnBusQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }
 
@@ -65,6 +73,8 @@ final class PeripheralEngine: Sendable {
 
     /// What the manager knows and has published, on the bus queue.
     struct State {
+        /// The manager this engine works for, which delivers its events (``PeripheralManager/post(_:)``).
+        weak var manager: PeripheralManager?
         /// bluetoothd's and the adapter's presence, and the state they give.
         var presence = AdapterPresence()
         var client: BlueZClient?
@@ -117,7 +127,7 @@ final class PeripheralEngine: Sendable {
         /// bluetoothd or the adapter went away since the last registration: registrations are gone.
         var registrationsLost = false
         /// Registrations made again after they failed (see `PeripheralManager+PublishRetry`).
-        var publishRetry = PeripheralManager.PublishRetryState()
+        var publishRetry = PublishRetryState()
         /// Restored characteristics whose saved subscribers are still to be reported gone.
         var restoredSubscriptions: [MutableCharacteristic] = []
         /// How long a read or write waits for the app's answer before it is answered with

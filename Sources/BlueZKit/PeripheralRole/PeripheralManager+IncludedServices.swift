@@ -116,7 +116,7 @@ extension PeripheralManager {
     /// are attempted again later (see `PeripheralManager+PublishRetry`).
     func reconcileApplications() async -> [(layout: ApplicationLayout, error: BlueZError)] {
         let failures = await registerWantedApplications()
-        publishingEnded(with: failures)
+        engine.publishingEnded(with: failures)
         return failures
     }
 

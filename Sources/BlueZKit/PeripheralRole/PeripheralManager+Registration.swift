@@ -18,7 +18,7 @@ extension PeripheralManager {
         guard let client, let adapter = await adapterPath(client) else {
             throw BlueZError(.notReady, "no adapter")
         }
-        let features = serverFeatures(client)
+        let features = engine.serverFeatures(client)
         let characteristics = layouts.flatMap { $0.services.flatMap { $0.publishedCharacteristics } }
         for characteristic in characteristics {
             if let warning = lostWriteResultsWarning(for: characteristic) { BlueZLog.warning(warning) }
@@ -51,7 +51,7 @@ extension PeripheralManager {
             }
             for (characteristic, id) in zip(characteristics, application.characteristicIDs) {
                 state.characteristics[ObjectIdentifier(characteristic)] = (application, id)
-                if Self.offersNotifySockets(characteristic, features) {
+                if PeripheralEngine.offersNotifySockets(characteristic, features) {
                     state.socketCharacteristics.insert(ObjectIdentifier(characteristic))
                 } else {
                     state.socketCharacteristics.remove(ObjectIdentifier(characteristic))
@@ -138,7 +138,8 @@ extension PeripheralManager {
                 self.post(.writeWithoutResponse(attRequest, bytes: value.count))
             },
             onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
-            notifySockets: Self.offersNotifySockets(characteristic, features) ? notifySockets(for: characteristic) : nil
+            notifySockets: PeripheralEngine.offersNotifySockets(characteristic, features)
+                ? engine.notifySockets(for: characteristic) : nil
         )
     }
 
@@ -186,7 +187,7 @@ extension PeripheralManager {
         for application in stale { await application.unregister(from: nil) }
         await staleAdvertisement?.unregister(from: nil)
         // A registration that fails now is made again later: the app was told its services were added.
-        resetPublishRetries()
+        engine.resetPublishRetries()
         _ = await reconcileApplications()
         if let content {
             let error = await advertise(content)

@@ -99,8 +99,8 @@ extension PeripheralManager {
             return .refused(.tooLong(central: identifier, limit: limit))
         }
         let indicatesOnly = Self.indicatesOnly(characteristic.properties)
-        if engine.sync({ $0.socketCharacteristics.contains(key) }), !sendsAsSignal(key, to: centrals) {
-            let sent = updateThroughSockets(
+        if engine.sync({ $0.socketCharacteristics.contains(key) }), !engine.sendsAsSignal(key, to: centrals) {
+            let sent = engine.updateThroughSockets(
                 value, key, centrals: centrals, indicatesOnly: indicatesOnly, queue: client.queue)
             return sent ? .sent : .full
         }
@@ -254,7 +254,7 @@ extension PeripheralManager {
     /// A device of our adapter changed: follow the links of centrals. A bonded central's
     /// subscriptions are kept for when its link is back (see `BondedSubscriptions`).
     func centralLinkChanged(address: String, connected: Bool, bonded: Bool) {
-        if connected { return centralLinkCameBack(address: address) }
+        if connected { return engine.centralLinkCameBack(address: address) }
         let (left, adapter, ended): ([MutableCharacteristic], String, PeripheralEngine.State.EndedWaits) = engine.sync {
             state in
             let keys = state.subscriptions.disconnected(address)
@@ -262,7 +262,7 @@ extension PeripheralManager {
             return (keys.compactMap { state.published[$0] }, state.adapterAddress, state.takeEndedWaits())
         }
         finish(ended)
-        closeNotifyLinks(of: address)
+        engine.closeNotifyLinks(of: address)
         for characteristic in left { report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
@@ -286,7 +286,7 @@ extension PeripheralManager {
 
     /// bluetoothd left or the adapter went away: every subscription ends.
     func dropAllSubscriptions() {
-        closeAllNotifyLinks()
+        engine.closeAllNotifyLinks()
         let (ended, adapter, waits): ([(MutableCharacteristic, [String])], String, PeripheralEngine.State.EndedWaits) =
             engine.sync { state in
                 let table = state.subscriptions.reset()

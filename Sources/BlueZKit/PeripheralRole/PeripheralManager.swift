@@ -84,6 +84,7 @@ public final class PeripheralManager: Sendable {
         let engine = PeripheralEngine(label: "bluezkit.peripheral")
         self.engine = engine
         delegateBox = PosixMutex(WeakDelegate(object: delegate))
+        engine.attach(self)
         // The connect loop holds the manager weakly: a released manager stops it.
         engine.onBusQueue { [weak self, options] in
             guard self?.refusedByRestoration() == false else { return }
@@ -270,12 +271,12 @@ public final class PeripheralManager: Sendable {
                     self.centralLinkChanged(
                         address: address, connected: device.connected, bonded: device.paired || device.bonded)
                 } else if !changed.isDisjoint(with: ["Paired", "Bonded"]), !device.paired, !device.bonded {
-                    self.centralBondRemoved(address: address)
+                    self.engine.centralBondRemoved(address: address)
                 }
             case .deviceRemoved(let id):
                 guard let address = id.address else { break }
                 self.centralLinkChanged(address: address, connected: false, bonded: false)
-                self.centralBondRemoved(address: address)
+                self.engine.centralBondRemoved(address: address)
             case .deviceAdvertised, .gattObjectsChanged, .valueChanged: break
             }
         }

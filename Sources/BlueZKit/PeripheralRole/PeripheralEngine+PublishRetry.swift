@@ -9,8 +9,8 @@ import Foundation
 /// Bluetooth's model can take the `didAdd` back. So the registration is made again, a few times
 /// with growing delays, while bluetoothd stays; it is made again also at the next change of
 /// the services and whenever bluetoothd or the adapter comes back.
-extension PeripheralManager {
-    /// What the peripheral manager keeps about those attempts (part of `PeripheralEngine.State`).
+extension PeripheralEngine {
+    /// What the engine keeps about those attempts (part of ``State``).
     struct PublishRetryState {
         /// Attempts made since a change of services last published everything wanted.
         var attempts = 0
@@ -26,14 +26,14 @@ extension PeripheralManager {
 
     /// After a change of services (on the change chain) that left `failures`: schedules the next
     /// attempt, unless bluetoothd left (it is published again when back) or the attempts are spent.
-    func publishingEnded(with failures: [(layout: ApplicationLayout, error: BlueZError)]) {
-        let delay: Duration? = engine.sync { state in
+    func publishingEnded(with failures: [(layout: PeripheralManager.ApplicationLayout, error: BlueZError)]) {
+        let delay: Duration? = sync { state in
             guard !failures.isEmpty else {
                 state.publishRetry.attempts = 0
                 return nil
             }
             guard !state.registrationsLost, !state.publishRetry.isScheduled,
-                !failures.contains(where: { Self.interruptedByBluetoothdOrBus.contains($0.error.code) }),
+                !failures.contains(where: { PeripheralManager.interruptedByBluetoothdOrBus.contains($0.error.code) }),
                 state.publishRetry.attempts < Self.publishRetryDelays.count
             else { return nil }
             defer { state.publishRetry.attempts += 1 }
@@ -41,7 +41,7 @@ extension PeripheralManager {
             return Self.publishRetryDelays[state.publishRetry.attempts]
         }
         guard let delay else {
-            let spent = engine.sync { $0.publishRetry.attempts >= Self.publishRetryDelays.count }
+            let spent = sync { $0.publishRetry.attempts >= Self.publishRetryDelays.count }
             if !failures.isEmpty, spent {
                 BlueZLog.warning(
                     "gave up publishing \(failures.map { "\($0.layout.host)" }.joined(separator: ", ")) again "
@@ -49,22 +49,22 @@ extension PeripheralManager {
             }
             return
         }
-        engine.busQueue.asyncAfter(deadline: .now() + delay.dispatchInterval) { [weak self] in
-            self?.serially { [weak self] in
+        busQueue.asyncAfter(deadline: .now() + delay.dispatchInterval) { [weak self] in
+            self?.changes.enqueue { [weak self] in
                 guard let self else { return }
-                let lost = self.engine.sync { state in
+                let lost = self.sync { state in
                     state.publishRetry.isScheduled = false
                     return state.registrationsLost
                 }
                 // bluetoothd left meanwhile: its return publishes everything.
-                guard !lost else { return }
-                _ = await self.reconcileApplications()
+                guard !lost, let manager = self.manager else { return }
+                _ = await manager.reconcileApplications()
             }
         }
     }
 
     /// When bluetoothd or the adapter came back: the attempts start over.
     func resetPublishRetries() {
-        engine.sync { $0.publishRetry.attempts = 0 }
+        sync { $0.publishRetry.attempts = 0 }
     }
 }

@@ -2,8 +2,8 @@ import BlueZ
 import Foundation
 
 /// Per-central subscriptions and values through the notify socket bluetoothd opens for each
-/// subscribing central (bluetoothd 5.79 and later; see `BlueZServerFeatures`).
-extension PeripheralManager {
+/// subscribing central (bluetoothd 5.79 and later; see `BlueZServerFeatures`), on the bus queue.
+extension PeripheralEngine {
     /// Whether `characteristic` offers `AcquireNotify` on a bluetoothd with `features`: where
     /// bluetoothd has per-device sockets, every characteristic that notifies or indicates does.
     static func offersNotifySockets(_ characteristic: MutableCharacteristic, _ features: BlueZServerFeatures) -> Bool {
@@ -15,7 +15,7 @@ extension PeripheralManager {
 
     /// The running bluetoothd's features, probed from the adapter's properties.
     func serverFeatures(_ client: BlueZClient) -> BlueZServerFeatures {
-        engine.run { client.serverFeatures }
+        run { client.serverFeatures }
     }
 
     /// What `characteristic` does with the sockets bluetoothd opens for it.
@@ -32,7 +32,7 @@ extension PeripheralManager {
     private func notifyLinkOpened(_ link: BlueZNotifyLink, _ characteristic: MutableCharacteristic) {
         let key = ObjectIdentifier(characteristic)
         let address = link.deviceAddress
-        let (isNew, replaced, adapter, ready) = engine.sync { state in
+        let (isNew, replaced, adapter, ready) = sync { state in
             state.published[key] = characteristic
             state.subscriptions.active(address, mtu: link.mtu)
             let replaced = state.notifyLinks[key, default: [:]].updateValue(link, forKey: address)
@@ -42,25 +42,25 @@ extension PeripheralManager {
         }
         replaced?.close()
         if ready { socketsHaveRoom() }
-        if isNew { report(.subscribed, addresses: [address], of: characteristic, adapter: adapter) }
+        if isNew { manager?.report(.subscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
     /// bluetoothd wrote a confirmation: the central confirmed an indication sent through its socket.
     private func notifyLinkConfirmed(_ link: BlueZNotifyLink, _ characteristic: MutableCharacteristic) {
         let key = ObjectIdentifier(characteristic)
-        let ended = engine.sync { state in
+        let ended = sync { state in
             state.socketConfirmationsSeen = true
             _ = state.subscriptions.confirmationArrived(for: key, from: link.deviceAddress)
             return state.takeEndedWaits()
         }
-        finish(ended)
+        manager?.finish(ended)
     }
 
     /// bluetoothd closed a central's socket: it unsubscribed, or its link or bluetoothd ended.
     private func notifyLinkClosed(_ link: BlueZNotifyLink, _ characteristic: MutableCharacteristic) {
         let key = ObjectIdentifier(characteristic)
         let address = link.deviceAddress
-        let (left, adapter, ended, ready) = engine.sync { state in
+        let (left, adapter, ended, ready) = sync { state in
             var left = false
             if state.notifyLinks[key]?[address] === link {
                 state.notifyLinks[key]?[address] = nil
@@ -73,14 +73,14 @@ extension PeripheralManager {
             let ready = state.stopWaitingForRoom(in: [link])
             return (left, state.adapterAddress, state.takeEndedWaits(), ready)
         }
-        finish(ended)
+        manager?.finish(ended)
         if ready { socketsHaveRoom() }
-        if left { report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
+        if left { manager?.report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
     /// Closes the sockets of a central whose link went down (bluetoothd closes its ends too).
     func closeNotifyLinks(of address: String) {
-        let (links, ready) = engine.sync { state in
+        let (links, ready) = sync { state in
             let links = state.notifyLinks.keys.compactMap { state.notifyLinks[$0]?.removeValue(forKey: address) }
             return (links, state.stopWaitingForRoom(in: links))
         }
@@ -90,7 +90,7 @@ extension PeripheralManager {
 
     /// Closes every socket (bluetoothd or the adapter went away).
     func closeAllNotifyLinks() {
-        let links = engine.sync { state in
+        let links = sync { state in
             defer {
                 state.notifyLinks.removeAll()
                 state.socketRoomWaits.removeAll()
@@ -111,7 +111,7 @@ extension PeripheralManager {
         queue connectionQueue: DispatchQueue
     ) -> Bool {
         let wanted = centrals.map { Set($0.map(\.identifier)) }
-        let (targets, waiting) = engine.sync { state -> ([BlueZNotifyLink], Bool) in
+        let (targets, waiting) = sync { state -> ([BlueZNotifyLink], Bool) in
             let links = (state.notifyLinks[key] ?? [:]).values.filter { link in
                 guard let wanted else { return true }
                 return wanted.contains(
@@ -129,12 +129,12 @@ extension PeripheralManager {
             return false
         }
         let addresses = targets.map(\.deviceAddress)
-        let begun = engine.sync { state in
+        let begun = sync { state in
             guard indicatesOnly else { return true }
             if state.subscriptions.refusesUpdate(of: key, to: addresses) { return false }
             guard state.socketConfirmationsSeen else { return true }
             if let generation = state.subscriptions.expectConfirmations(of: key, from: addresses) {
-                startConfirmationTimer(generation, for: key, in: &state, queue: connectionQueue)
+                manager?.startConfirmationTimer(generation, for: key, in: &state, queue: connectionQueue)
             }
             return true
         }
@@ -148,13 +148,13 @@ extension PeripheralManager {
 
     /// Waits for each of `links` to have room, then tells the delegate once.
     private func waitForRoom(in links: [BlueZNotifyLink]) {
-        let new = engine.sync { state in
+        let new = sync { state in
             links.filter { state.socketRoomWaits.insert(ObjectIdentifier($0)).inserted }
         }
         for link in new {
             link.whenWritable { [weak self, weak link] in
                 guard let self, let link else { return }
-                let ready = self.engine.sync { $0.stopWaitingForRoom(in: [link]) }
+                let ready = self.sync { $0.stopWaitingForRoom(in: [link]) }
                 if ready { self.socketsHaveRoom() }
             }
         }
@@ -162,7 +162,7 @@ extension PeripheralManager {
 
     /// Every socket that refused an update has room again.
     private func socketsHaveRoom() {
-        post(.readyToUpdate(.sockets))
+        manager?.post(.readyToUpdate(.sockets))
     }
 }
 

@@ -2,20 +2,22 @@ import BlueZ
 import Foundation
 
 /// Bonded centrals keep their subscriptions across links (see `BondedSubscriptions`).
-extension PeripheralManager {
+extension PeripheralEngine {
     /// The link of the central at `address` is back (on the connection's queue): a bonded
     /// central is subscribed again to what it was subscribed to when its link dropped, and the
     /// delegate hears `didSubscribeTo` for each (bluetoothd does not ask the application again).
     func centralLinkCameBack(address: String) {
-        let (back, adapter) = engine.sync { state in
+        let (back, adapter) = sync { state in
             (state.resubscribeReturning(address), state.adapterAddress)
         }
-        for characteristic in back { report(.subscribed, addresses: [address], of: characteristic, adapter: adapter) }
+        for characteristic in back {
+            manager?.report(.subscribed, addresses: [address], of: characteristic, adapter: adapter)
+        }
     }
 
     /// The central at `address` is not bonded any more, or its device is gone.
     func centralBondRemoved(address: String) {
-        engine.sync { $0.bonded.forget(address: address) }
+        sync { $0.bonded.forget(address: address) }
     }
 
     /// Whether a value for `key` goes out as `PropertiesChanged` rather than through sockets: a
@@ -23,7 +25,7 @@ extension PeripheralManager {
     /// without a socket. bluetoothd sends the signal's value to every device whose CCC is set,
     /// those with sockets included, so the sockets are skipped for that value.
     func sendsAsSignal(_ key: ObjectIdentifier, to centrals: [Central]?) -> Bool {
-        let (waiting, adapter) = engine.sync { ($0.bonded.withoutSocket(key), $0.adapterAddress) }
+        let (waiting, adapter) = sync { ($0.bonded.withoutSocket(key), $0.adapterAddress) }
         guard !waiting.isEmpty else { return false }
         guard let centrals else { return true }
         let wanted = Set(centrals.map(\.identifier))

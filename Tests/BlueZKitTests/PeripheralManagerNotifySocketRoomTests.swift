@@ -57,7 +57,7 @@ import Testing
 
         // The stalled central's link ends (bluetoothd says Connected false): its socket is closed.
         manager.engine.busQueue.sync {
-            manager.centralLinkChanged(address: "11:22:33:44:55:02", connected: false, bonded: false)
+            manager.engine.centralLinkChanged(address: "11:22:33:44:55:02", connected: false, bonded: false)
         }
         try await waitUntil("told it may send again") { delegate.ready.withLock { $0 } > readyBefore }
         #expect(manager.updateValue(Data([0x01, 0x02]), for: characteristic, onSubscribedCentrals: nil))

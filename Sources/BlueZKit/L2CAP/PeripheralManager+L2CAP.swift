@@ -58,7 +58,7 @@ extension PeripheralManager {
                 switch result {
                 case .success(let accepted):
                     // The same `Central` the GATT side reports: its MTU if a request told it.
-                    let central = self.central(address: accepted.peer.address, adapter: adapter ?? "")
+                    let central = self.engine.central(address: accepted.peer.address, adapter: adapter ?? "")
                     let channel = L2CAPChannel(peer: central, psm: psm, socket: accepted.socket)
                     self.post(.l2capOpened(channel, nil))
                 case .failure(let error):

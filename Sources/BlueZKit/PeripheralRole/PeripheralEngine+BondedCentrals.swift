@@ -11,7 +11,7 @@ extension PeripheralEngine {
             (state.resubscribeReturning(address), state.adapterAddress)
         }
         for characteristic in back {
-            manager?.report(.subscribed, addresses: [address], of: characteristic, adapter: adapter)
+            report(.subscribed, addresses: [address], of: characteristic, adapter: adapter)
         }
     }
 

@@ -42,7 +42,7 @@ extension PeripheralEngine {
         }
         replaced?.close()
         if ready { socketsHaveRoom() }
-        if isNew { manager?.report(.subscribed, addresses: [address], of: characteristic, adapter: adapter) }
+        if isNew { report(.subscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
     /// bluetoothd wrote a confirmation: the central confirmed an indication sent through its socket.
@@ -53,7 +53,7 @@ extension PeripheralEngine {
             _ = state.subscriptions.confirmationArrived(for: key, from: link.deviceAddress)
             return state.takeEndedWaits()
         }
-        manager?.finish(ended)
+        finish(ended)
     }
 
     /// bluetoothd closed a central's socket: it unsubscribed, or its link or bluetoothd ended.
@@ -73,9 +73,9 @@ extension PeripheralEngine {
             let ready = state.stopWaitingForRoom(in: [link])
             return (left, state.adapterAddress, state.takeEndedWaits(), ready)
         }
-        manager?.finish(ended)
+        finish(ended)
         if ready { socketsHaveRoom() }
-        if left { manager?.report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
+        if left { report(.unsubscribed, addresses: [address], of: characteristic, adapter: adapter) }
     }
 
     /// Closes the sockets of a central whose link went down (bluetoothd closes its ends too).
@@ -134,7 +134,7 @@ extension PeripheralEngine {
             if state.subscriptions.refusesUpdate(of: key, to: addresses) { return false }
             guard state.socketConfirmationsSeen else { return true }
             if let generation = state.subscriptions.expectConfirmations(of: key, from: addresses) {
-                manager?.startConfirmationTimer(generation, for: key, in: &state, queue: connectionQueue)
+                startConfirmationTimer(generation, for: key, in: &state, queue: connectionQueue)
             }
             return true
         }

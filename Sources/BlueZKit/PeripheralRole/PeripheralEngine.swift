@@ -45,8 +45,8 @@ final class PeripheralEngine: Sendable {
         busQueue.async { self.state.value.manager = manager }
     }
 
-    /// The manager this engine works for; nil once released. On the bus queue.
-    var manager: PeripheralManager? { state.value.manager }
+    /// The manager this engine works for; nil once released. Any thread (as ``sync(_:)``).
+    var manager: PeripheralManager? { sync { $0.manager } }
 
     /// Whether the caller runs on the bus queue.
     var isOnBusQueue: Bool { DispatchQueue.getSpecific(key: Self.queueKey) == ObjectIdentifier(self) }

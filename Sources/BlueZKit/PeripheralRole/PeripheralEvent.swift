@@ -26,7 +26,7 @@ enum PeripheralEvent: Sendable {
     /// The manager may update subscribers again.
     case readyToUpdate(Ready)
     /// Centrals subscribed to or unsubscribed from `characteristic`.
-    case subscription(PeripheralManager.SubscriptionChange, [Central], MutableCharacteristic)
+    case subscription(PeripheralEngine.SubscriptionChange, [Central], MutableCharacteristic)
     /// A central's read or write request, for the delegate and the streams.
     case request(PeripheralManagerRequest, answeredAlready: Bool)
     /// A write without response (answered already), `bytes` long, leaving the backlog.

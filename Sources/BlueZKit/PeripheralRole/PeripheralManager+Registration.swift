@@ -102,7 +102,7 @@ extension PeripheralManager {
                     // Static values are answered without asking the app, as Core Bluetooth does;
                     // the request still tells who is active and the MTU of its link.
                     if let self, let address = request.deviceAddress {
-                        self.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
+                        self.engine.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
                     }
                     guard Int(request.offset) <= staticValue.count else {
                         return request.fail(with: .invalidOffset)
@@ -137,7 +137,7 @@ extension PeripheralManager {
                 guard self.writesWithoutResponse.admit(bytes: value.count) else { return }
                 self.post(.writeWithoutResponse(attRequest, bytes: value.count))
             },
-            onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
+            onNotify: { [weak self] isOn in self?.engine.notifyingChanged(characteristic, isOn: isOn) },
             notifySockets: PeripheralEngine.offersNotifySockets(characteristic, features)
                 ? engine.notifySockets(for: characteristic) : nil
         )
@@ -155,8 +155,8 @@ extension PeripheralManager {
         answered: Bool
     ) -> ATTRequest {
         let address = request.deviceAddress ?? CentralSubscriptions.unknownAddress
-        centralWasActive(address: address, mtu: request.mtu.map(Int.init))
-        let central = self.central(address: address, adapter: adapterAddress)
+        engine.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
+        let central = engine.central(address: address, adapter: adapterAddress)
         // An app that never answers must not leave the central waiting for bluetoothd's timeout:
         // the request's own timer, cancelled by its answer.
         let timeout = engine.sync { $0.requestTimeout }

@@ -75,7 +75,7 @@ extension PeripheralManager {
         for characteristic in characteristics {
             let restored = characteristic.subscribedCentrals ?? []
             let current = engine.sync { $0.subscriptions.subscribers(of: ObjectIdentifier(characteristic)) }
-                .map { central(address: $0, adapter: adapter) }
+                .map { engine.central(address: $0, adapter: adapter) }
             characteristic.setSubscribedCentrals(current)
             for central in restored where !current.contains(central) {
                 delegate?.peripheralManager(

@@ -52,7 +52,8 @@ extension PeripheralManager {
                     // The attempt and the wait begin in one block on the bus queue: the ready
                     // call that ends this wait is posted from there later.
                     let outcome = engine.run {
-                        let outcome = updateValueOnBusQueue(value, for: characteristic, onSubscribedCentrals: centrals)
+                        let outcome = engine.updateValueOnBusQueue(
+                            value, for: characteristic, onSubscribedCentrals: centrals)
                         if outcome == .full { updateWaiters.add(id, continuation) }
                         return outcome
                     }

@@ -268,14 +268,14 @@ public final class PeripheralManager: Sendable {
             case .deviceChanged(_, let device, let changed):
                 guard let address = device.address else { break }
                 if changed.contains("Connected") {
-                    self.centralLinkChanged(
+                    self.engine.centralLinkChanged(
                         address: address, connected: device.connected, bonded: device.paired || device.bonded)
                 } else if !changed.isDisjoint(with: ["Paired", "Bonded"]), !device.paired, !device.bonded {
                     self.engine.centralBondRemoved(address: address)
                 }
             case .deviceRemoved(let id):
                 guard let address = id.address else { break }
-                self.centralLinkChanged(address: address, connected: false, bonded: false)
+                self.engine.centralLinkChanged(address: address, connected: false, bonded: false)
                 self.engine.centralBondRemoved(address: address)
             case .deviceAdvertised, .gattObjectsChanged, .valueChanged: break
             }
@@ -307,9 +307,9 @@ public final class PeripheralManager: Sendable {
         agent?.registerAsDefaultInBackground(for: "PeripheralManager")
         let state = change.state
         if case .present = status {
-            if let client = engine.sync({ $0.client }) { adoptConnectedCentrals(client) }
+            if let client = engine.sync({ $0.client }) { engine.adoptConnectedCentrals(client) }
         } else {
-            dropAllSubscriptions()
+            engine.dropAllSubscriptions()
         }
         if republish { serially { await self.republish() } }
         setState(state)

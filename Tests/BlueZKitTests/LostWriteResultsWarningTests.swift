@@ -26,16 +26,17 @@ import Testing
                 type: BluetoothUUID(string: "6E400002-B5A3-F393-E0A9-E50E24DCCA9E"), properties: properties,
                 value: nil, permissions: permissions)
         }
+        let engine = manager.engine
         // One kind of write only, or not writable: nothing is lost.
-        #expect(manager.lostWriteResultsWarning(for: characteristic([.write], [.writeable])) == nil)
-        #expect(manager.lostWriteResultsWarning(for: characteristic([.writeWithoutResponse], [.writeable])) == nil)
+        #expect(engine.lostWriteResultsWarning(for: characteristic([.write], [.writeable])) == nil)
+        #expect(engine.lostWriteResultsWarning(for: characteristic([.writeWithoutResponse], [.writeable])) == nil)
         let readOnly = characteristic([.write, .writeWithoutResponse], [.readable])
-        #expect(manager.lostWriteResultsWarning(for: readOnly) == nil)
+        #expect(engine.lostWriteResultsWarning(for: readOnly) == nil)
         // Both, writable: once.
         let both = characteristic([.write, .writeWithoutResponse], [.writeable])
-        let warning = try #require(manager.lostWriteResultsWarning(for: both))
+        let warning = try #require(engine.lostWriteResultsWarning(for: both))
         #expect(warning.contains("6E400002-B5A3-F393-E0A9-E50E24DCCA9E"))
         #expect(warning.contains("respond(to:withResult:)"))
-        #expect(manager.lostWriteResultsWarning(for: both) == nil)
+        #expect(engine.lostWriteResultsWarning(for: both) == nil)
     }
 }

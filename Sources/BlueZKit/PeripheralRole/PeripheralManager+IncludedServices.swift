@@ -149,7 +149,7 @@ extension PeripheralManager {
             // Together, as one change of bluetoothd's database (see `register`); one at a time
             // if that fails, so that each failure is told to the service it belongs to.
             do throws(BlueZError) {
-                try await register(wanted)
+                try await engine.register(wanted)
                 return []
             } catch {
                 BlueZLog.debug("publishing \(wanted.count) services together failed (\(error)); one at a time")
@@ -158,7 +158,7 @@ extension PeripheralManager {
         var failures: [(layout: ApplicationLayout, error: BlueZError)] = []
         for layout in wanted {
             do throws(BlueZError) {
-                try await register([layout])
+                try await engine.register([layout])
             } catch {
                 BlueZLog.warning("could not publish \(layout.host): \(error)")
                 failures.append((layout, error))

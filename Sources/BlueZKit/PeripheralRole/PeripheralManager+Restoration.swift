@@ -58,7 +58,7 @@ extension PeripheralManager {
             state.restoredSubscriptions = subscribed
             state.services = services
             state.advertisementData = saved.advertisement
-            state.wantedAdvertisement = saved.advertisement.map(Self.advertisementContent)
+            state.wantedAdvertisement = saved.advertisement.map(PeripheralEngine.advertisementContent)
             state.registrationsLost = true
         }
         post(.willRestore(services: services, advertisement: saved.advertisement))

@@ -188,9 +188,9 @@ public final class PeripheralManager: Sendable {
                 .alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
             return post(.didStartAdvertising(failure, saves: false, done: done))
         }
-        let content = Self.advertisementContent(data)
+        let content = PeripheralEngine.advertisementContent(data)
         engine.onBusQueue {
-            let error = await self.advertise(content)
+            let error = await self.engine.advertise(content)
             self.engine.sync { state in
                 state.isStartingAdvertising = false
                 state.isAdvertising = error == nil
@@ -311,7 +311,7 @@ public final class PeripheralManager: Sendable {
         } else {
             engine.dropAllSubscriptions()
         }
-        if republish { serially { await self.republish() } }
+        if republish { serially { await self.engine.republish() } }
         setState(state)
     }
 

@@ -1,8 +1,9 @@
 import BlueZ
 import Foundation
 
-/// Turning a `MutableService` into a GATT application, and advertising.
-extension PeripheralManager {
+/// Turning a `MutableService` into a GATT application, and advertising: the engine's work, on the
+/// bus queue; bluetoothd's reads and writes go to the manager as events.
+extension PeripheralEngine {
     /// Exports `layouts` as one GATT application and registers it (`RegisterApplication`).
     ///
     /// Several layouts go into one application when they are published together (after
@@ -10,15 +11,15 @@ extension PeripheralManager {
     /// database once, and a connected central gets one Service Changed instead of one per
     /// service. Each change makes bluetoothd's GATT server answer that central's next request
     /// with "Database Out of Sync", which bluetoothd 5.87 as the central can crash on.
-    func register(_ layouts: [ApplicationLayout]) async throws(BlueZError) {
-        let (client, number, adapterAddress) = engine.sync { state in
+    func register(_ layouts: [PeripheralManager.ApplicationLayout]) async throws(BlueZError) {
+        let (client, number, adapterAddress) = sync { state in
             state.nextApplication += 1
             return (state.client, state.nextApplication, state.adapterAddress)
         }
         guard let client, let adapter = await adapterPath(client) else {
             throw BlueZError(.notReady, "no adapter")
         }
-        let features = engine.serverFeatures(client)
+        let features = serverFeatures(client)
         let characteristics = layouts.flatMap { $0.services.flatMap { $0.publishedCharacteristics } }
         for characteristic in characteristics {
             if let warning = lostWriteResultsWarning(for: characteristic) { BlueZLog.warning(warning) }
@@ -44,7 +45,7 @@ extension PeripheralManager {
             await application.unregister(from: nil)
             throw error
         }
-        engine.sync { state in
+        sync { state in
             for layout in layouts {
                 state.applications[ObjectIdentifier(layout.host)] = application
                 state.inclusion.layouts[ObjectIdentifier(layout.host)] = layout
@@ -70,7 +71,7 @@ extension PeripheralManager {
         guard characteristic.properties.isSuperset(of: [.write, .writeWithoutResponse]),
             !characteristic.permissions.isDisjoint(with: [.writeable, .writeEncryptionRequired])
         else { return nil }
-        let first = engine.sync { state in
+        let first = sync { state in
             defer { state.warnedOfLostWriteResults = true }
             return !state.warnedOfLostWriteResults
         }
@@ -102,20 +103,21 @@ extension PeripheralManager {
                     // Static values are answered without asking the app, as Core Bluetooth does;
                     // the request still tells who is active and the MTU of its link.
                     if let self, let address = request.deviceAddress {
-                        self.engine.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
+                        self.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
                     }
                     guard Int(request.offset) <= staticValue.count else {
                         return request.fail(with: .invalidOffset)
                     }
                     return request.respond(Array(staticValue.dropFirst(Int(request.offset))))
                 }
-                guard let self else { return request.fail(with: .unlikelyError) }
+                guard let self, let manager = self.manager else { return request.fail(with: .unlikelyError) }
                 let attRequest = self.request(
-                    request, characteristic, adapterAddress: adapterAddress, value: nil, answered: false)
-                self.post(.request(.read(attRequest), answeredAlready: false))
+                    request, characteristic, adapterAddress: adapterAddress, value: nil, answered: false,
+                    queue: manager.queue)
+                manager.post(.request(.read(attRequest), answeredAlready: false))
             },
             onWrite: { [weak self] request, value in
-                guard let self else { return request.fail(with: .unlikelyError) }
+                guard let self, let manager = self.manager else { return request.fail(with: .unlikelyError) }
                 guard !characteristic.permissions.isDisjoint(with: [.writeable, .writeEncryptionRequired]) else {
                     return Self.refuse(request, .writeNotPermitted)
                 }
@@ -129,17 +131,17 @@ extension PeripheralManager {
                 if withoutResponse { request.respond() }
                 let attRequest = self.request(
                     request, characteristic, adapterAddress: adapterAddress, value: Data(value),
-                    answered: withoutResponse)
+                    answered: withoutResponse, queue: manager.queue)
                 guard withoutResponse else {
-                    return self.post(.request(.write([attRequest]), answeredAlready: false))
+                    return manager.post(.request(.write([attRequest]), answeredAlready: false))
                 }
                 // Acknowledged already, so the central does not wait for the app: bounded.
-                guard self.writesWithoutResponse.admit(bytes: value.count) else { return }
-                self.post(.writeWithoutResponse(attRequest, bytes: value.count))
+                guard manager.writesWithoutResponse.admit(bytes: value.count) else { return }
+                manager.post(.writeWithoutResponse(attRequest, bytes: value.count))
             },
-            onNotify: { [weak self] isOn in self?.engine.notifyingChanged(characteristic, isOn: isOn) },
+            onNotify: { [weak self] isOn in self?.notifyingChanged(characteristic, isOn: isOn) },
             notifySockets: PeripheralEngine.offersNotifySockets(characteristic, features)
-                ? engine.notifySockets(for: characteristic) : nil
+                ? notifySockets(for: characteristic) : nil
         )
     }
 
@@ -152,14 +154,14 @@ extension PeripheralManager {
     /// write without response), so that the request holds neither bluetoothd's message nor a timer.
     private func request(
         _ request: BlueZGattRequest, _ characteristic: MutableCharacteristic, adapterAddress: String, value: Data?,
-        answered: Bool
+        answered: Bool, queue: DispatchQueue
     ) -> ATTRequest {
         let address = request.deviceAddress ?? CentralSubscriptions.unknownAddress
-        engine.centralWasActive(address: address, mtu: request.mtu.map(Int.init))
-        let central = engine.central(address: address, adapter: adapterAddress)
+        centralWasActive(address: address, mtu: request.mtu.map(Int.init))
+        let central = central(address: address, adapter: adapterAddress)
         // An app that never answers must not leave the central waiting for bluetoothd's timeout:
         // the request's own timer, cancelled by its answer.
-        let timeout = engine.sync { $0.requestTimeout }
+        let timeout = sync { $0.requestTimeout }
         return ATTRequest(
             central: central, characteristic: characteristic, offset: Int(request.offset), value: value,
             bluez: answered ? nil : request, timeout: timeout, queue: queue)
@@ -170,7 +172,7 @@ extension PeripheralManager {
     /// services' registrations made again a few times; the delegate is not called, as Core
     /// Bluetooth restores published state silently.
     func republish() async {
-        let (content, stale, staleAdvertisement) = engine.sync { state in
+        let (content, stale, staleAdvertisement) = sync { state in
             defer {
                 state.applications.removeAll()
                 state.inclusion.layouts.removeAll()
@@ -187,11 +189,11 @@ extension PeripheralManager {
         for application in stale { await application.unregister(from: nil) }
         await staleAdvertisement?.unregister(from: nil)
         // A registration that fails now is made again later: the app was told its services were added.
-        engine.resetPublishRetries()
-        _ = await reconcileApplications()
+        resetPublishRetries()
+        _ = await manager?.reconcileApplications()
         if let content {
             let error = await advertise(content)
-            engine.sync { $0.isAdvertising = error == nil }
+            sync { $0.isAdvertising = error == nil }
             if let error, (error as? BluetoothError)?.code != .operationCancelled {
                 BlueZLog.warning("could not advertise again after bluetoothd came back: \(error)")
             }
@@ -213,9 +215,14 @@ extension PeripheralManager {
                 uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }))
     }
 
+    /// The path of the adapter `client` uses now.
+    func adapterPath(_ client: BlueZClient?) async -> BlueZClient.AdapterID? {
+        await client?.currentAdapter()
+    }
+
     /// Registers the advertisement; returns the error for the delegate, if any.
     func advertise(_ content: BlueZAdvertisement.Content) async -> (any Error)? {
-        let (client, stops) = engine.sync { ($0.client, $0.advertisingStops) }
+        let (client, stops) = sync { ($0.client, $0.advertisingStops) }
         guard let client, let adapter = await adapterPath(client) else {
             return BluetoothError(.bluetoothUnavailable, message: "no adapter")
         }
@@ -226,12 +233,12 @@ extension PeripheralManager {
                 message:
                     "the advertising data needs \(content.advertisingDataLength) bytes; this adapter takes \(maximum)")
         }
-        let previous = engine.sync { $0.advertisement }
+        let previous = sync { $0.advertisement }
         await previous?.unregister(from: adapter)
         let advertisement: BlueZAdvertisement
         do throws(BlueZError) {
             advertisement = try await BlueZAdvertisement(client: client, content: content) {
-                [weak self] in self?.engine.sync { $0.isAdvertising = false }
+                [weak self] in self?.sync { $0.isAdvertising = false }
             }
         } catch {
             return BluetoothError(.unknown, message: error.description, underlying: error)
@@ -243,7 +250,7 @@ extension PeripheralManager {
             await advertisement.unregister(from: nil)
             return BluetoothError(.unknown, message: error.description, underlying: error)
         }
-        let stopped = engine.sync { state in
+        let stopped = sync { state in
             guard state.advertisingStops == stops else { return true }
             state.advertisement = advertisement
             state.wantedAdvertisement = content

@@ -57,8 +57,8 @@ extension PeripheralEngine {
                     return state.registrationsLost
                 }
                 // bluetoothd left meanwhile: its return publishes everything.
-                guard !lost, let manager = self.manager else { return }
-                _ = await manager.reconcileApplications()
+                guard !lost else { return }
+                _ = await self.reconcileApplications()
             }
         }
     }

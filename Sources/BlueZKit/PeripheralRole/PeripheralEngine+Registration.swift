@@ -190,7 +190,7 @@ extension PeripheralEngine {
         await staleAdvertisement?.unregister(from: nil)
         // A registration that fails now is made again later: the app was told its services were added.
         resetPublishRetries()
-        _ = await manager?.reconcileApplications()
+        _ = await reconcileApplications()
         if let content {
             let error = await advertise(content)
             sync { $0.isAdvertising = error == nil }

@@ -44,7 +44,7 @@ extension PeripheralManager {
     /// applications), then calls `didAdd`, then `done` (on the manager's queue).
     func publish(_ service: MutableService, then done: (@Sendable ((any Error)?) -> Void)? = nil) {
         serially {
-            let error = await self.addToLayout(service)
+            let error = await self.engine.addToLayout(service)
             self.post(.didAdd(service, error, done: done))
         }
     }
@@ -63,7 +63,7 @@ extension PeripheralManager {
                 state.inclusion.removed.insert(ObjectIdentifier(service))
             }
             self.saveStateSoon()
-            _ = await self.reconcileApplications()
+            _ = await self.engine.reconcileApplications()
         }
     }
 
@@ -75,97 +75,12 @@ extension PeripheralManager {
                 state.inclusion.removed.removeAll()
             }
             self.saveStateSoon()
-            _ = await self.reconcileApplications()
+            _ = await self.engine.reconcileApplications()
         }
-    }
-
-    private func addToLayout(_ service: MutableService) async -> (any Error)? {
-        if Self.includeOrder(of: service, excluding: []).cycle {
-            return BluetoothError(
-                .invalidParameters, message: "\(service) includes itself through its included services")
-        }
-        let wasAdded = engine.sync { state in
-            state.inclusion.removed.remove(ObjectIdentifier(service))
-            if state.services.contains(where: { $0 === service }) { return true }
-            state.services.append(service)
-            return false
-        }
-        let failures = await reconcileApplications()
-        guard let failure = failures.first(where: { $0.layout.services.contains { $0 === service } }) else {
-            return nil
-        }
-        if Self.interruptedByBluetoothdOrBus.contains(failure.error.code) {
-            // bluetoothd or the bus went away while registering: the service stays added and is
-            // published with the others when they are back (the state says `.resetting` meanwhile:
-            // their leaving marked every registration lost).
-            return nil
-        }
-        if !wasAdded {
-            // Not published: give back what it took (included services' own applications).
-            engine.sync { state in state.services.removeAll { $0 === service } }
-            _ = await reconcileApplications()
-        }
-        return BluetoothError(.unknown, message: failure.error.description, underlying: failure.error)
     }
 
     /// Registration failures that say nothing about the service: bluetoothd or the bus left.
     static let interruptedByBluetoothdOrBus: Set<BlueZError.Code> = [.disconnected, .noReply, .serviceAbsent]
-
-    /// Unregisters the applications that are no longer wanted as they are, then registers the
-    /// wanted ones that are missing. Returns the registrations that failed (also logged); they
-    /// are attempted again later (see `PeripheralManager+PublishRetry`).
-    func reconcileApplications() async -> [(layout: ApplicationLayout, error: BlueZError)] {
-        let failures = await registerWantedApplications()
-        engine.publishingEnded(with: failures)
-        return failures
-    }
-
-    private func registerWantedApplications() async -> [(layout: ApplicationLayout, error: BlueZError)] {
-        let (wanted, stale, client) = engine.sync { state in
-            state.inclusion.removed = Self.stillIncluded(state.inclusion.removed, by: state.services)
-            let wanted = Self.layouts(for: state.services, excluding: state.inclusion.removed)
-            var stale: [BlueZGattApplication] = []
-            for (host, application) in state.applications {
-                let current = state.inclusion.layouts[host]
-                if current == nil || !wanted.contains(where: { $0 == current }),
-                    !stale.contains(where: { $0 === application })
-                {
-                    stale.append(application)
-                }
-            }
-            // An application published for several services goes as a whole: the services it
-            // held that are still wanted are published again.
-            for (host, application) in state.applications where stale.contains(where: { $0 === application }) {
-                state.applications[host] = nil
-                state.inclusion.layouts[host] = nil
-            }
-            return (wanted.filter { state.applications[ObjectIdentifier($0.host)] == nil }, stale, state.client)
-        }
-        if !stale.isEmpty {
-            let adapter = await adapterPath(client)
-            for application in stale { await application.unregister(from: adapter) }
-        }
-        if wanted.count > 1 {
-            // Together, as one change of bluetoothd's database (see `register`); one at a time
-            // if that fails, so that each failure is told to the service it belongs to.
-            do throws(BlueZError) {
-                try await engine.register(wanted)
-                return []
-            } catch {
-                BlueZLog.debug("publishing \(wanted.count) services together failed (\(error)); one at a time")
-            }
-        }
-        var failures: [(layout: ApplicationLayout, error: BlueZError)] = []
-        for layout in wanted {
-            do throws(BlueZError) {
-                try await engine.register([layout])
-            } catch {
-                BlueZLog.warning("could not publish \(layout.host): \(error)")
-                failures.append((layout, error))
-            }
-        }
-        return failures
-    }
 
     // MARK: Layouts
 
@@ -226,7 +141,7 @@ extension PeripheralManager {
 
     /// The removed services that some added service still includes (the others are forgotten,
     /// so that adding an including service again carries them again).
-    private static func stillIncluded(_ removed: Set<ObjectIdentifier>, by services: [MutableService])
+    static func stillIncluded(_ removed: Set<ObjectIdentifier>, by services: [MutableService])
         -> Set<ObjectIdentifier>
     {
         guard !removed.isEmpty else { return removed }

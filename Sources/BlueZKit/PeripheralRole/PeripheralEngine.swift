@@ -30,11 +30,15 @@ final class PeripheralEngine: Sendable {
     let changes: SerialTaskChain
     /// What the manager knows and has published, bound to `busQueue`.
     let state: QueueBound<State>
+    /// Whether an advertisement is registered, as the state says, for any thread: set in the
+    /// same bus-queue block as the state's `isAdvertising`.
+    let isAdvertising: PosixMutex<Bool>
     private static let queueKey = DispatchSpecificKey<ObjectIdentifier>()
 
     init(label: String) {
         busQueue = DispatchQueue(label: label)
-        state = QueueBound(State(), queue: busQueue)
+        isAdvertising = PosixMutex(false)
+        state = QueueBound(State(advertisingSnapshot: isAdvertising), queue: busQueue)
         busExecutor = BlueZBus.executor(for: busQueue)
         changes = SerialTaskChain(executor: busExecutor)
         busQueue.setSpecific(key: Self.queueKey, value: ObjectIdentifier(self))
@@ -90,7 +94,11 @@ final class PeripheralEngine: Sendable {
         /// Which application carries which included service (see `PeripheralManager+IncludedServices`).
         var inclusion = PeripheralManager.IncludedServicesState()
         var advertisement: BlueZAdvertisement?
-        var isAdvertising = false
+        var isAdvertising = false {
+            didSet { advertisingSnapshot.withLock { [isAdvertising] in $0 = isAdvertising } }
+        }
+        /// ``isAdvertising`` for the app's threads (``PeripheralEngine/isAdvertising``).
+        let advertisingSnapshot: PosixMutex<Bool>
         /// A `startAdvertising` is registering its advertisement: a second one is refused meanwhile.
         var isStartingAdvertising = false
         /// Counts `stopAdvertising()` calls: a registration that finds it changed was stopped

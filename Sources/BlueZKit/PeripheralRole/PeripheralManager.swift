@@ -117,8 +117,9 @@ public final class PeripheralManager: Sendable {
     /// Whether this process may use Bluetooth, as for ``CentralManager/authorization``. Any thread.
     public var authorization: ManagerAuthorization { Manager.authorization(in: state) }
 
-    /// Whether an advertisement is registered with bluetoothd.
-    public var isAdvertising: Bool { engine.sync { $0.isAdvertising } }
+    /// Whether an advertisement is registered with bluetoothd. Any thread: a snapshot the engine
+    /// sets in the same bus-queue block that changes it.
+    public var isAdvertising: Bool { engine.isAdvertising.withLock { $0 } }
 
     // MARK: Services
 
@@ -261,24 +262,7 @@ public final class PeripheralManager: Sendable {
         // Property changes of adapters and devices only: a central on the same bluetoothd would
         // otherwise wake this manager with each notification it receives.
         let client = BlueZClient(bus: bus, adapter: options.adapter, watching: .adaptersAndDevices) {
-            [weak self] event in
-            guard let self else { return }
-            switch event {
-            case .adapterChanged(let status): self.adapterChanged(status)
-            case .deviceChanged(_, let device, let changed):
-                guard let address = device.address else { break }
-                if changed.contains("Connected") {
-                    self.engine.centralLinkChanged(
-                        address: address, connected: device.connected, bonded: device.paired || device.bonded)
-                } else if !changed.isDisjoint(with: ["Paired", "Bonded"]), !device.paired, !device.bonded {
-                    self.engine.centralBondRemoved(address: address)
-                }
-            case .deviceRemoved(let id):
-                guard let address = id.address else { break }
-                self.engine.centralLinkChanged(address: address, connected: false, bonded: false)
-                self.engine.centralBondRemoved(address: address)
-            case .deviceAdvertised, .gattObjectsChanged, .valueChanged: break
-            }
+            [weak self] event in self?.engine.handle(event)
         }
         let agent = options.registersDefaultAgent ? BlueZAgent(bus: bus) : nil
         engine.sync { state in
@@ -287,32 +271,6 @@ public final class PeripheralManager: Sendable {
         }
         if let agent { await pairingAgent.attach(agent) { [weak self] device in self?.pairingPeer(device) } }
         do throws(BlueZError) { try await client.start() } catch { setState(.unsupported) }
-    }
-
-    private func adapterChanged(_ status: BlueZClient.AdapterStatus) {
-        let (change, agent, republish): (AdapterPresence.Change, BlueZAgent?, Bool) = engine.sync { state in
-            let change = state.presence.update(status)
-            // Registrations end with bluetoothd and with the adapter; they are made again once it
-            // is powered.
-            var republish = false
-            if case .present(_, let powered) = status {
-                republish = powered && state.registrationsLost
-                if republish { state.registrationsLost = false }
-            } else {
-                state.registrationsLost = true
-            }
-            return (change, change.bluetoothdAppeared ? state.agent : nil, republish)
-        }
-        // bluetoothd forgets agents when it restarts: register on every appearance.
-        agent?.registerAsDefaultInBackground(for: "PeripheralManager")
-        let state = change.state
-        if case .present = status {
-            if let client = engine.sync({ $0.client }) { engine.adoptConnectedCentrals(client) }
-        } else {
-            engine.dropAllSubscriptions()
-        }
-        if republish { serially { await self.engine.republish() } }
-        setState(state)
     }
 
     private func setState(_ newState: ManagerState) {

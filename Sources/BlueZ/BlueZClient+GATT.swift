@@ -44,7 +44,8 @@ extension BlueZClient {
         package let id: AttributeID
         package let service: AttributeID
         package let uuid: String
-        package let flags: [String]
+        /// What bluetoothd reports the characteristic declares.
+        package let flags: BlueZGattFlags
         package let value: [UInt8]?
         package let isNotifying: Bool
         /// The ATT MTU BlueZ negotiated, when it says (BlueZ 5.62+).
@@ -116,7 +117,7 @@ extension BlueZClient {
         else { return nil }
         return CharacteristicInfo(
             id: AttributeID(path: path), service: AttributeID(path: service), uuid: uuid,
-            flags: p["Flags"]?.stringArrayValue ?? [], value: p["Value"]?.bytesValue,
+            flags: BlueZGattFlags(names: p["Flags"]?.stringArrayValue ?? []), value: p["Value"]?.bytesValue,
             isNotifying: p["Notifying"]?.boolValue ?? false, mtu: p["MTU"]?.uint16Value,
             offersAcquireNotify: p["NotifyAcquired"] != nil, offersAcquireWrite: p["WriteAcquired"] != nil)
     }

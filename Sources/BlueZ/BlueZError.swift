@@ -68,16 +68,6 @@ package struct BlueZError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The D-Bus error to reply with (our exported objects answering bluetoothd).
     package var dbusError: DBusError { underlying ?? DBusError(name: name, message: message) }
 
-    /// The ATT error code bluetoothd put in the message (`… ATT error: 0xNN`,
-    /// `create_gatt_dbus_error` in src/gatt-client.c), if any.
-    package var attErrorCode: UInt8? {
-        let lowered = message.lowercased()
-        guard let marker = lowered.range(of: "att error: 0x") else { return nil }
-        let digits = lowered[marker.upperBound...].prefix { $0.isHexDigit }
-        guard (1...2).contains(digits.count) else { return nil }
-        return UInt8(digits, radix: 16)
-    }
-
     static let prefix = "org.bluez.Error."
 
     /// bluetoothd's names (without the prefix) for its codes.

@@ -8,11 +8,6 @@ import Locking
 /// `GattManager1.RegisterApplication`. Only bluetoothd (the owner of
 /// `org.bluez`) may call the objects; everyone else gets AccessDenied.
 package final class BlueZGattApplication: Sendable {
-    /// The flags that let bluetoothd indicate a characteristic (`parse_chrc_flags`).
-    static let indicateFlags: Set<String> = [
-        "indicate", "encrypt-indicate", "encrypt-authenticated-indicate", "secure-indicate",
-    ]
-
     /// What one service looks like, with the layer above's callbacks.
     package struct Service: Sendable {
         package var uuid: String
@@ -33,7 +28,7 @@ package final class BlueZGattApplication: Sendable {
 
     package struct Characteristic: Sendable {
         package var uuid: String
-        package var flags: [String]
+        package var flags: BlueZGattFlags
         package var descriptors: [Descriptor]
         /// Called for `ReadValue`; answer through the request.
         package var onRead: @Sendable (BlueZGattRequest) -> Void
@@ -46,7 +41,7 @@ package final class BlueZGattApplication: Sendable {
         /// has ``BlueZServerFeatures/perDeviceNotifySockets``.
         package var notifySockets: NotifySockets?
         package init(
-            uuid: String, flags: [String], descriptors: [Descriptor],
+            uuid: String, flags: BlueZGattFlags, descriptors: [Descriptor],
             onRead: @escaping @Sendable (BlueZGattRequest) -> Void,
             onWrite: @escaping @Sendable (BlueZGattRequest, [UInt8]) -> Void,
             onNotify: @escaping @Sendable (Bool) -> Void,
@@ -64,9 +59,9 @@ package final class BlueZGattApplication: Sendable {
 
     package struct Descriptor: Sendable {
         package var uuid: String
-        package var flags: [String]
+        package var flags: BlueZGattFlags
         package var value: [UInt8]
-        package init(uuid: String, flags: [String], value: [UInt8]) {
+        package init(uuid: String, flags: BlueZGattFlags, value: [UInt8]) {
             self.uuid = uuid
             self.flags = flags
             self.value = value
@@ -223,11 +218,11 @@ package final class BlueZGattApplication: Sendable {
         _ characteristic: Characteristic, service: ObjectPath, path: ObjectPath, confirmations: ConfirmationHandlers,
         queue: DispatchQueue
     ) -> DBusInterface {
-        let indicates = characteristic.flags.contains { indicateFlags.contains($0) }
+        let indicates = !characteristic.flags.isDisjoint(with: .indicating)
         var properties = [
             DBusProperty("UUID", "s", get: { .string(characteristic.uuid) }),
             DBusProperty("Service", "o", get: { .objectPath(service) }),
-            DBusProperty("Flags", "as", get: { .stringArray(characteristic.flags) }),
+            DBusProperty("Flags", "as", get: { .stringArray(characteristic.flags.exportedNames) }),
         ]
         var methods: [DBusMethod] = []
         if let sockets = characteristic.notifySockets {
@@ -283,7 +278,7 @@ package final class BlueZGattApplication: Sendable {
             properties: [
                 DBusProperty("UUID", "s", get: { .string(descriptor.uuid) }),
                 DBusProperty("Characteristic", "o", get: { .objectPath(characteristic) }),
-                DBusProperty("Flags", "as", get: { .stringArray(descriptor.flags) }),
+                DBusProperty("Flags", "as", get: { .stringArray(descriptor.flags.exportedNames) }),
             ])
     }
 }

@@ -36,7 +36,7 @@ import Testing
         ("Not connected", nil),
     ])
     func theATTCodeInAMessage(_ message: String, _ expected: UInt8?) {
-        #expect(BlueZError(name: "org.bluez.Error.Failed", message: message).attErrorCode == expected)
+        #expect(BlueZError(name: "org.bluez.Error.Failed", message: message).attCode == expected)
     }
 }
 

@@ -1,3 +1,4 @@
+import BlueZ
 import BlueZKit
 import Testing
 
@@ -72,7 +73,7 @@ struct BlueZGattFlagsTests {
 
     @Test(arguments: exports)
     func characteristicFlagsForExport(_ row: Export) {
-        let flags = BlueZGattFlags.bluezFlags(properties: row.properties, permissions: row.permissions)
+        let flags = BlueZGattFlags(properties: row.properties, permissions: row.permissions).exportedNames
         #expect(flags == row.flags)
     }
 
@@ -98,13 +99,13 @@ struct BlueZGattFlagsTests {
 
     @Test(arguments: remote)
     func propertiesOfRemoteCharacteristic(_ flags: [String], _ expected: CharacteristicProperties) {
-        #expect(BlueZGattFlags.properties(fromBlueZFlags: flags) == expected)
+        #expect(CharacteristicProperties(bluez: BlueZGattFlags(names: flags)) == expected)
     }
 
     @Test func everyDocumentedFlagIsUnderstoodAndNothingElse() {
-        #expect(Set(BlueZGattFlags.knownFlags).union(["authorize"]) == Self.documentedCharacteristicFlags)
-        for flag in BlueZGattFlags.knownFlags {
-            #expect(BlueZGattFlags.properties(fromBlueZFlags: [flag]) != [], "\(flag) declares nothing")
+        #expect(Set(BlueZGattFlags.table.map(\.name)) == Self.documentedCharacteristicFlags)
+        for (flag, name) in BlueZGattFlags.table where flag != .authorize {
+            #expect(CharacteristicProperties(bluez: flag) != [], "\(name) declares nothing")
         }
     }
 
@@ -124,14 +125,14 @@ struct BlueZGattFlagsTests {
             for rawPermissions in UInt(0)..<0x10 {
                 let p = CharacteristicProperties(rawValue: rawProperties)
                 let perms = AttributePermissions(rawValue: rawPermissions)
-                let flags = BlueZGattFlags.bluezFlags(properties: p, permissions: perms)
+                let flags = BlueZGattFlags(properties: p, permissions: perms).exportedNames
                 guard !flags.isEmpty, Set(flags).count == flags.count,
                     Set(flags).isSubset(of: Self.documentedCharacteristicFlags)
                 else {
                     Issue.record("bad flags \(flags) for \(p) \(perms)")
                     return
                 }
-                let back = BlueZGattFlags.properties(fromBlueZFlags: flags)
+                let back = CharacteristicProperties(bluez: BlueZGattFlags(names: flags))
                 if back != Self.declared(p, perms) {
                     Issue.record("\(p) \(perms) -> \(flags) -> \(back)")
                     return
@@ -156,7 +157,7 @@ struct BlueZGattFlagsTests {
 
     @Test(arguments: descriptors)
     func descriptorFlags(_ permissions: AttributePermissions, _ expected: [String]) {
-        let flags = BlueZGattFlags.bluezDescriptorFlags(permissions: permissions)
+        let flags = BlueZGattFlags(descriptorPermissions: permissions).exportedNames
         #expect(flags == expected)
         #expect(Set(flags).isSubset(of: Self.documentedDescriptorFlags))
     }

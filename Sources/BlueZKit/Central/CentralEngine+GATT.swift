@@ -108,7 +108,7 @@ extension CentralEngine {
             let characteristic =
                 model.characteristics[info.id]
                 ?? Characteristic(
-                    uuid: uuid, properties: BlueZGattFlags.properties(fromBlueZFlags: info.flags), service: service,
+                    uuid: uuid, properties: CharacteristicProperties(bluez: info.flags), service: service,
                     id: info.id)
             model.characteristics[info.id] = characteristic
             found.append(characteristic)

@@ -87,10 +87,9 @@ extension PeripheralEngine {
         let staticValue = characteristic.value
         return BlueZGattApplication.Characteristic(
             uuid: characteristic.uuid.bluezString,
-            flags: BlueZGattFlags.bluezFlags(
-                properties: characteristic.properties, permissions: characteristic.permissions),
+            flags: BlueZGattFlags(properties: characteristic.properties, permissions: characteristic.permissions),
             descriptors: characteristic.publishedDescriptors.map {
-                BlueZGattApplication.Descriptor(uuid: $0.uuid.bluezString, flags: ["read"], value: Array($0.bytes))
+                BlueZGattApplication.Descriptor(uuid: $0.uuid.bluezString, flags: .read, value: Array($0.bytes))
             },
             onRead: { [weak self] request in
                 // Permissions are the system's to enforce, as on Apple's platforms: the app is not

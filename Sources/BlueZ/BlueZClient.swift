@@ -52,8 +52,9 @@ package final class BlueZClient: @unchecked Sendable {
         case adapterChanged(AdapterStatus)
         /// An advertisement from the device was received (it carries RSSI or advertising data).
         case deviceAdvertised(DeviceID, BlueZDeviceProperties)
-        /// Other properties of a device changed (connection state, name, services resolved…).
-        case deviceChanged(DeviceID, BlueZDeviceProperties, changed: Set<String>)
+        /// Other properties of a device changed (connection state, name, services resolved…):
+        /// `changed` holds those this layer reads (it may be empty when only others changed).
+        case deviceChanged(DeviceID, BlueZDeviceProperties, changed: Set<BlueZDeviceProperties.Property>)
         case deviceRemoved(DeviceID)
         /// Remote GATT objects (services, characteristics, descriptors) of a device appeared or
         /// went: `removed` names the object when one went.
@@ -316,7 +317,7 @@ package final class BlueZClient: @unchecked Sendable {
                 if device.rssi != nil { events(.deviceAdvertised(DeviceID(path: path), device)) }
                 // A device that appears already connected (a central that connected to us;
                 // bluetoothd can coalesce the change into InterfacesAdded).
-                if device.connected { events(.deviceChanged(DeviceID(path: path), device, changed: ["Connected"])) }
+                if device.connected { events(.deviceChanged(DeviceID(path: path), device, changed: [.connected])) }
             } else {
                 gattObjectsChanged(event)
             }
@@ -338,10 +339,11 @@ package final class BlueZClient: @unchecked Sendable {
                 device.adapter == adapterPath
             {
                 let names = Set(changed.keys).union(invalidated)
-                let advertised = changed.keys.contains { BlueZDeviceProperties.advertisementProperties.contains($0) }
+                let advertised = changed.keys.contains { BlueZDeviceProperties.Property.carriesAdvertisement($0) }
                 if advertised && device.rssi != nil { events(.deviceAdvertised(DeviceID(path: path), device)) }
-                if !names.subtracting(BlueZDeviceProperties.advertisementProperties).isEmpty {
-                    events(.deviceChanged(DeviceID(path: path), device, changed: names))
+                if names.contains(where: { !BlueZDeviceProperties.Property.carriesAdvertisement($0) }) {
+                    let properties = Set(names.compactMap(BlueZDeviceProperties.Property.init(name:)))
+                    events(.deviceChanged(DeviceID(path: path), device, changed: properties))
                 }
             } else {
                 gattObjectsChanged(event)

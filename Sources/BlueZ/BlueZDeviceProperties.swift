@@ -31,30 +31,24 @@ package struct BlueZDeviceProperties: Sendable, Hashable {
     package var trusted: Bool
 
     package init(_ properties: [String: DBusValue]) {
-        address = properties["Address"]?.stringValue
-        addressType = properties["AddressType"]?.stringValue
-        name = properties["Name"]?.stringValue
-        alias = properties["Alias"]?.stringValue
-        adapter = properties["Adapter"]?.objectPathValue
-        rssi = properties["RSSI"]?.int16Value
-        txPower = properties["TxPower"]?.int16Value
-        uuids = properties["UUIDs"]?.stringArrayValue ?? []
-        manufacturerData = Self.keyedBytes(properties["ManufacturerData"]) { $0.uint16Value }
-        serviceData = Self.keyedBytes(properties["ServiceData"]) { $0.stringValue }
-        advertisingFlags = properties["AdvertisingFlags"]?.bytesValue
-        advertisingData = Self.keyedBytes(properties["AdvertisingData"]) { $0.byteValue }
-        connected = properties["Connected"]?.boolValue ?? false
-        servicesResolved = properties["ServicesResolved"]?.boolValue ?? false
-        paired = properties["Paired"]?.boolValue ?? false
-        bonded = properties["Bonded"]?.boolValue ?? paired
-        trusted = properties["Trusted"]?.boolValue ?? false
+        address = properties[Property.address.name]?.stringValue
+        addressType = properties[Property.addressType.name]?.stringValue
+        name = properties[Property.name.name]?.stringValue
+        alias = properties[Property.alias.name]?.stringValue
+        adapter = properties[Property.adapter.name]?.objectPathValue
+        rssi = properties[Property.rssi.name]?.int16Value
+        txPower = properties[Property.txPower.name]?.int16Value
+        uuids = properties[Property.uuids.name]?.stringArrayValue ?? []
+        manufacturerData = Self.keyedBytes(properties[Property.manufacturerData.name]) { $0.uint16Value }
+        serviceData = Self.keyedBytes(properties[Property.serviceData.name]) { $0.stringValue }
+        advertisingFlags = properties[Property.advertisingFlags.name]?.bytesValue
+        advertisingData = Self.keyedBytes(properties[Property.advertisingData.name]) { $0.byteValue }
+        connected = properties[Property.connected.name]?.boolValue ?? false
+        servicesResolved = properties[Property.servicesResolved.name]?.boolValue ?? false
+        paired = properties[Property.paired.name]?.boolValue ?? false
+        bonded = properties[Property.bonded.name]?.boolValue ?? paired
+        trusted = properties[Property.trusted.name]?.boolValue ?? false
     }
-
-    /// The names of the properties that carry advertisement content: a change
-    /// to any of them means an advertisement was received.
-    package static let advertisementProperties: Set<String> = [
-        "RSSI", "TxPower", "ManufacturerData", "ServiceData", "AdvertisingFlags", "AdvertisingData",
-    ]
 
     /// `a{Kv}` with `ay` values → `[K: [UInt8]]`; entries of another shape are skipped.
     private static func keyedBytes<Key: Hashable>(_ value: DBusValue?, key: (DBusValue) -> Key?) -> [Key: [UInt8]] {

@@ -150,7 +150,7 @@ final class CentralEngine: Sendable {
             // Name only: bluetoothd changes Alias with it (in a separate signal) when no alias is set.
             // Compared with the name this engine last knew, not `peripheral.name`: the manager's
             // queue sets that from advertisements too, and may have done so already.
-            if changed.contains("Name"), let peripheral = peripherals[id], let name = device.name,
+            if changed.contains(.name), let peripheral = peripherals[id], let name = device.name,
                 name != knownNames[id]
             {
                 knownNames[id] = name
@@ -160,8 +160,8 @@ final class CentralEngine: Sendable {
             if let peripheral = peripherals[id], peripheral.addressType == nil {
                 peripheral.update(address: device.address, type: device.addressType)
             }
-            if changed.contains("Connected"), !device.connected { linkLost(id) }
-            if changed.contains("ServicesResolved"), device.servicesResolved {
+            if changed.contains(.connected), !device.connected { linkLost(id) }
+            if changed.contains(.servicesResolved), device.servicesResolved {
                 servicesResolved(id)
                 resubscribeRestored(id)
             }

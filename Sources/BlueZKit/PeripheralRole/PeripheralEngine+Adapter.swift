@@ -10,10 +10,10 @@ extension PeripheralEngine {
         case .adapterChanged(let status): adapterChanged(status)
         case .deviceChanged(_, let device, let changed):
             guard let address = device.address else { break }
-            if changed.contains("Connected") {
+            if changed.contains(.connected) {
                 centralLinkChanged(
                     address: address, connected: device.connected, bonded: device.paired || device.bonded)
-            } else if !changed.isDisjoint(with: ["Paired", "Bonded"]), !device.paired, !device.bonded {
+            } else if !changed.isDisjoint(with: [.paired, .bonded]), !device.paired, !device.bonded {
                 centralBondRemoved(address: address)
             }
         case .deviceRemoved(let id):

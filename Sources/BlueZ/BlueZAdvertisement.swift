@@ -76,7 +76,7 @@ package final class BlueZAdvertisement: Sendable {
 
     /// Exports the advertisement object; nothing is registered yet.
     /// `onRelease` runs when bluetoothd drops it (`Release`).
-    package init(connection: DBusConnection, content: Content, onRelease: @escaping @Sendable () -> Void)
+    init(connection: DBusConnection, content: Content, onRelease: @escaping @Sendable () -> Void)
         async throws(BlueZError)
     {
         self.connection = connection

@@ -3,8 +3,8 @@ package import DBus
 extension BlueZNames {
     /// On each LE adapter when bluetoothd runs with `--experimental` (`-E`) or `Experimental =
     /// true` in main.conf (`adapter_register` in src/adapter.c); absent otherwise.
-    package static let advertisementMonitorManager: InterfaceName = "org.bluez.AdvertisementMonitorManager1"
-    package static let advertisementMonitor: InterfaceName = "org.bluez.AdvertisementMonitor1"
+    static let advertisementMonitorManager: InterfaceName = "org.bluez.AdvertisementMonitorManager1"
+    static let advertisementMonitor: InterfaceName = "org.bluez.AdvertisementMonitor1"
 }
 
 /// What bluetoothd offers for advertisement monitors on the adapter in use

@@ -64,7 +64,7 @@ package final class BlueZAgent: Sendable {
 
     private static let nextNumber = Atomic<Int>(0)
     /// The connection the agent is exported on and registered from.
-    package let connection: DBusConnection
+    let connection: DBusConnection
     /// The agent's object path, unique per instance (`/org/bluezkit/agentN`).
     package let path: ObjectPath
     let state: PosixMutex<State>

@@ -26,7 +26,7 @@ package final class BlueZBus: Sendable {
     }
 
     /// The waits between attempts: 100 ms doubling up to 15 s, then every 15 s.
-    package static let reconnectPolicy = DBusConnection.ReconnectPolicy.backOff
+    static let reconnectPolicy = DBusConnection.ReconnectPolicy.backOff
 
     /// Opens a reconnecting connection to `address` (nil: the system bus, honouring
     /// `DBUS_SYSTEM_BUS_ADDRESS`).

@@ -66,12 +66,12 @@ package final class BlueZClient: @unchecked Sendable {
         case valueChanged(AttributeID, [UInt8])
     }
 
-    package let connection: DBusConnection
+    let connection: DBusConnection
     /// `hciN`, an adapter address, or nil for the first adapter.
     package let adapterSelector: String?
     private let events: @Sendable (Event) -> Void
     private(set) package var cache: BlueZObjectCache!
-    private(set) package var adapterPath: ObjectPath?
+    private(set) var adapterPath: ObjectPath?
     private var lastStatus: AdapterStatus?
     private var warnedOfFilterUUIDs = false
     /// The reason of each device's last `Device1.Disconnected` signal not yet taken (on the

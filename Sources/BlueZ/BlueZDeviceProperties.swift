@@ -10,7 +10,7 @@ package struct BlueZDeviceProperties: Sendable, Hashable {
     package var name: String?
     package var alias: String?
     /// The adapter the device belongs to (`/org/bluez/hci0`).
-    package var adapter: ObjectPath?
+    var adapter: ObjectPath?
     /// Present only while BlueZ has a fresh advertisement (invalidated when discovery stops).
     package var rssi: Int16?
     package var txPower: Int16?
@@ -30,7 +30,7 @@ package struct BlueZDeviceProperties: Sendable, Hashable {
     package var bonded: Bool
     package var trusted: Bool
 
-    package init(_ properties: [String: DBusValue]) {
+    init(_ properties: [String: DBusValue]) {
         address = properties[Property.address.name]?.stringValue
         addressType = properties[Property.addressType.name]?.stringValue
         name = properties[Property.name.name]?.stringValue

@@ -78,7 +78,7 @@ package final class BlueZGattApplication: Sendable {
         let handlers = PosixMutex<[ObjectPath: @Sendable () -> Void]>([:])
     }
 
-    package let connection: DBusConnection
+    let connection: DBusConnection
     let root: ObjectPath
     private let paths: [ObjectPath]
     private let confirmations: ConfirmationHandlers
@@ -91,7 +91,7 @@ package final class BlueZGattApplication: Sendable {
     }
 
     /// Exports `service` alone under a fresh root; nothing is registered yet.
-    package convenience init(connection: DBusConnection, service: Service, number: Int) async throws(BlueZError) {
+    convenience init(connection: DBusConnection, service: Service, number: Int) async throws(BlueZError) {
         try await self.init(connection: connection, services: [service], number: number)
     }
 
@@ -104,7 +104,7 @@ package final class BlueZGattApplication: Sendable {
     /// the order of `services`. Each service's `Includes` names the paths of the services its
     /// `includes` indices point to (indices that do not point before it are dropped, since
     /// bluetoothd could not resolve them).
-    package init(connection: DBusConnection, services: [Service], number: Int) async throws(BlueZError) {
+    init(connection: DBusConnection, services: [Service], number: Int) async throws(BlueZError) {
         self.connection = connection
         let root: ObjectPath
         do throws(DBusError) { root = try ObjectPath("/org/bluezkit/app\(number)") } catch { throw BlueZError(error) }

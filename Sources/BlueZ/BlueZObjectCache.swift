@@ -48,7 +48,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
         case interfacesAdded, interfacesRemoved, propertiesChanged
     }
 
-    package let connection: DBusConnection
+    let connection: DBusConnection
     private let events: @Sendable (Event) -> Void
     private(set) package var objects: [ObjectPath: Interfaces] = [:]
     /// True between a successful load and bluetoothd leaving.
@@ -67,7 +67,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
     package var restartTimer: RestartTimer = BlueZObjectCache.sleepingTimer
     private var subscriptions: [DBusSubscription] = []
     /// The interfaces whose `PropertiesChanged` the cache follows; nil for all of them.
-    package let propertyInterfaces: [InterfaceName]?
+    let propertyInterfaces: [InterfaceName]?
 
     /// A cache on `connection`. With `propertyInterfaces`, only those interfaces' property
     /// changes are subscribed to (one match rule each, `arg0` = the interface: the bus sends
@@ -334,7 +334,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
     }
 
     /// `a{sa{sv}}` → interfaces with their properties; nil when the shape is wrong.
-    package static func decodeInterfaces(_ value: DBusValue) -> Interfaces? {
+    static func decodeInterfaces(_ value: DBusValue) -> Interfaces? {
         guard let entries = value.dictionaryEntries else { return nil }
         var interfaces: Interfaces = [:]
         for entry in entries {

@@ -1,5 +1,4 @@
 import BlueZ
-import DBus
 import Testing
 
 /// The `Device1` properties are named once, in BlueZ (issue 36): each has one name, names read
@@ -23,13 +22,4 @@ import Testing
             ])
     }
 
-    @Test func propertiesAreReadUnderTheirNames() throws {
-        let device = BlueZDeviceProperties([
-            "Address": .string("AA:BB:CC:DD:EE:FF"), "Name": .string("n"), "Connected": .bool(true),
-            "ServicesResolved": .bool(true), "RSSI": .int16(-40),
-            "Adapter": .objectPath(try ObjectPath("/org/bluez/hci0")),
-        ])
-        #expect(device.address == "AA:BB:CC:DD:EE:FF" && device.name == "n" && device.connected)
-        #expect(device.servicesResolved && device.rssi == -40 && device.adapter?.rawValue == "/org/bluez/hci0")
-    }
 }

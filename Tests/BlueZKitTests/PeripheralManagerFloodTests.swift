@@ -123,7 +123,7 @@ import Testing
         }
         // The manager answers bluetoothd before it admits a write to the backlog (on the bus
         // queue): wait for the last admissions, or one could land after the gate opens.
-        let busQueue = try #require(manager.engine.sync { $0.client?.connection.queue })
+        let busQueue = try #require(manager.engine.sync { $0.client?.queue })
         busQueue.sync {}
         #expect(manager.writesWithoutResponse.waitingCount == limit)
         // (The simulated central does not report a write command that did not go out.)
@@ -150,7 +150,7 @@ import Testing
             let value = [UInt8](repeating: UInt8(index & 0xFF), count: length)
             try await central.write(serviceUUID: "ABCD", characteristicUUID: "AB02", value: value, type: .command)
         }
-        let busQueue = try #require(manager.engine.sync { $0.client?.connection.queue })
+        let busQueue = try #require(manager.engine.sync { $0.client?.queue })
         busQueue.sync {}
         #expect(backlog.waitingCount == fitting)
         #expect(backlog.waitingByteCount == fitting * length)

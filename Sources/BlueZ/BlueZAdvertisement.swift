@@ -1,4 +1,4 @@
-package import DBus
+import DBus
 import Synchronization
 
 /// An `LEAdvertisement1` object of ours, registered with

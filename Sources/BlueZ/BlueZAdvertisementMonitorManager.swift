@@ -1,4 +1,4 @@
-package import DBus
+import DBus
 
 extension BlueZNames {
     /// On each LE adapter when bluetoothd runs with `--experimental` (`-E`) or `Experimental =

@@ -1,4 +1,4 @@
-package import DBus
+import DBus
 import Dispatch
 import Locking
 

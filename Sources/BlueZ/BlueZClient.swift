@@ -7,10 +7,10 @@ import Locking
 /// `BlueZClient+Acquire.swift`) the remote GATT databases of connected devices.
 ///
 /// Threading: events are delivered on the connection's queue, in bus order,
-/// after `cache` was updated. The invariant behind `@unchecked Sendable`:
-/// `adapterPath`, `lastStatus`, `warnedOfFilterUUIDs` and `disconnectReasons` are touched only on
-/// that queue.
-package final class BlueZClient: @unchecked Sendable {
+/// after `cache` was updated. `Sendable` as the compiler checks it: `adapterPath`,
+/// `lastStatus`, `warnedOfFilterUUIDs` and `disconnectReasons` are in a `QueueBound` that
+/// checks that queue on every access.
+package final class BlueZClient: Sendable {
     /// An opaque handle on one remote device, so that the layer above can keep
     /// devices apart without knowing BlueZ's object paths.
     package struct DeviceID: Hashable, Sendable {
@@ -70,13 +70,42 @@ package final class BlueZClient: @unchecked Sendable {
     /// `hciN`, an adapter address, or nil for the first adapter.
     package let adapterSelector: String?
     private let events: @Sendable (Event) -> Void
-    private(set) package var cache: BlueZObjectCache!
-    private(set) var adapterPath: ObjectPath?
-    private var lastStatus: AdapterStatus?
-    private var warnedOfFilterUUIDs = false
+    /// bluetoothd's object tree, as this client follows it.
+    package let cache: BlueZObjectCache
+
+    /// What the client keeps on the connection's queue.
+    struct State {
+        var adapterPath: ObjectPath?
+        var lastStatus: AdapterStatus?
+        var warnedOfFilterUUIDs = false
+        var disconnectReasons: [DeviceID: DisconnectReason] = [:]
+    }
+    /// The client's state, on the connection's queue (checked on every access).
+    let state: QueueBound<State>
+    /// A weak reference to the client, for the cache's event handler: set in `init`, before the
+    /// cache can have any event.
+    struct WeakClient {
+        weak var client: BlueZClient?
+    }
+
+    private(set) var adapterPath: ObjectPath? {
+        get { state.value.adapterPath }
+        _modify { yield &state.value.adapterPath }
+    }
+    private var lastStatus: AdapterStatus? {
+        get { state.value.lastStatus }
+        _modify { yield &state.value.lastStatus }
+    }
+    private var warnedOfFilterUUIDs: Bool {
+        get { state.value.warnedOfFilterUUIDs }
+        _modify { yield &state.value.warnedOfFilterUUIDs }
+    }
     /// The reason of each device's last `Device1.Disconnected` signal not yet taken (on the
     /// queue; `BlueZClient+DisconnectReasons.swift`).
-    var disconnectReasons: [DeviceID: DisconnectReason] = [:]
+    var disconnectReasons: [DeviceID: DisconnectReason] {
+        get { state.value.disconnectReasons }
+        _modify { yield &state.value.disconnectReasons }
+    }
     /// The subscription to `Device1.Disconnected`, once started (any thread).
     let disconnectedSubscription = PosixMutex<DBusSubscription?>(nil)
 
@@ -113,9 +142,12 @@ package final class BlueZClient: @unchecked Sendable {
         self.connection = connection
         self.adapterSelector = adapter
         self.events = events
+        self.state = QueueBound(State(), queue: connection.queue)
+        let target = PosixMutex(WeakClient())
         self.cache = BlueZObjectCache(connection: connection, propertyInterfaces: watch.propertyInterfaces) {
-            [weak self] event in self?.handle(event)
+            event in target.withLock { $0.client }?.handle(event)
         }
+        target.withLock { $0.client = self }
     }
 
     /// Starts following bluetoothd; the first `adapterChanged` follows once

@@ -1,4 +1,5 @@
 package import DBus
+import Locking
 
 /// A client-side mirror of bluetoothd's object tree (`GetManagedObjects` kept
 /// current with `InterfacesAdded`, `InterfacesRemoved` and `PropertiesChanged`),
@@ -19,10 +20,11 @@ package import DBus
 /// failing or overflowing (`BlueZObjectCache+Restart.swift`): a storm of signals or a failing
 /// bluetoothd cannot make the cache ask for the whole tree in a tight loop.
 ///
-/// The invariant behind `@unchecked Sendable`: `objects`, `generation`,
-/// `isLoaded`, `loadError`, `heldSignals` and `restartsInARow` are touched only on
-/// `connection.queue`; `restartTimer` is set before ``start()`` and then only read there.
-package final class BlueZObjectCache: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: what changes on the connection's queue (`objects`,
+/// `generation`, `isLoaded`, `loadError`, `heldSignals`, `restartsInARow`, the value slots) is
+/// in a `QueueBound` that checks the queue on every access; `restartTimer` (set by tests before
+/// ``start()``) and the subscriptions are behind locks.
+package final class BlueZObjectCache: Sendable {
     /// Interface name → property name → value (variants unwrapped).
     package typealias Interfaces = [String: [String: DBusValue]]
 
@@ -50,22 +52,58 @@ package final class BlueZObjectCache: @unchecked Sendable {
 
     let connection: DBusConnection
     private let events: @Sendable (Event) -> Void
-    private(set) package var objects: [ObjectPath: Interfaces] = [:]
-    /// True between a successful load and bluetoothd leaving.
-    private(set) package var isLoaded = false
-    /// Why the last `GetManagedObjects` failed; nil once one succeeded or bluetoothd left.
-    private(set) package var loadError: DBusError?
-    private var generation = 0
+
+    /// What the cache keeps on the connection's queue.
+    private struct State {
+        var objects: [ObjectPath: Interfaces] = [:]
+        var isLoaded = false
+        var loadError: DBusError?
+        var generation = 0
+        var heldSignals: [(SignalKind, DBusMessage)]?
+        var restartsInARow = 0
+    }
+    /// The cache's state, on `connection.queue` (checked on every access).
+    private let state: QueueBound<State>
+
+    /// The mirrored tree (on the queue).
+    private(set) package var objects: [ObjectPath: Interfaces] {
+        get { state.value.objects }
+        _modify { yield &state.value.objects }
+    }
+    /// True between a successful load and bluetoothd leaving (on the queue).
+    private(set) package var isLoaded: Bool {
+        get { state.value.isLoaded }
+        _modify { yield &state.value.isLoaded }
+    }
+    /// Why the last `GetManagedObjects` failed; nil once one succeeded or bluetoothd left (on the queue).
+    private(set) package var loadError: DBusError? {
+        get { state.value.loadError }
+        _modify { yield &state.value.loadError }
+    }
+    private var generation: Int {
+        get { state.value.generation }
+        _modify { yield &state.value.generation }
+    }
     /// Signals received while a load is outstanding (nil when none is).
-    private var heldSignals: [(SignalKind, DBusMessage)]?
+    private var heldSignals: [(SignalKind, DBusMessage)]? {
+        get { state.value.heldSignals }
+        _modify { yield &state.value.heldSignals }
+    }
     /// More held signals than this (a storm during a slow load) start the load again.
     package static let maximumHeldSignals = 4096
     /// Loads restarted (after a failure or an overflow) since one last succeeded or bluetoothd
-    /// changed: the back-off's step.
-    private(set) package var restartsInARow = 0
+    /// changed: the back-off's step (on the queue).
+    private(set) package var restartsInARow: Int {
+        get { state.value.restartsInARow }
+        _modify { yield &state.value.restartsInARow }
+    }
+    private let timer = PosixMutex<RestartTimer>(BlueZObjectCache.sleepingTimer)
     /// Runs a restart after its wait; set before ``start()`` (tests stand in for the clock).
-    package var restartTimer: RestartTimer = BlueZObjectCache.sleepingTimer
-    private var subscriptions: [DBusSubscription] = []
+    package var restartTimer: RestartTimer {
+        get { timer.withLock { $0 } }
+        set { timer.withLock { $0 = newValue } }
+    }
+    private let subscriptions = PosixMutex<[DBusSubscription]>([])
     /// The interfaces whose `PropertiesChanged` the cache follows; nil for all of them.
     let propertyInterfaces: [InterfaceName]?
 
@@ -81,6 +119,7 @@ package final class BlueZObjectCache: @unchecked Sendable {
         self.connection = connection
         self.propertyInterfaces = propertyInterfaces
         self.events = events
+        self.state = QueueBound(State(), queue: connection.queue)
     }
 
     /// Subscribes to bluetoothd's signals and its name owner; loads the tree
@@ -88,30 +127,33 @@ package final class BlueZObjectCache: @unchecked Sendable {
     /// is reported as `.loaded`, or nothing if bluetoothd is absent).
     package func start() async throws(DBusError) {
         let service = BlueZNames.service
-        subscriptions.append(
-            try await connection.subscribe(
-                DBusMatchRule(sender: service, interface: .objectManager, member: "InterfacesAdded")
-            ) { [weak self] message in self?.interfacesAdded(message) })
-        subscriptions.append(
-            try await connection.subscribe(
-                DBusMatchRule(sender: service, interface: .objectManager, member: "InterfacesRemoved")
-            ) { [weak self] message in self?.interfacesRemoved(message) })
+        let added = try await connection.subscribe(
+            DBusMatchRule(sender: service, interface: .objectManager, member: "InterfacesAdded")
+        ) { [weak self] message in self?.interfacesAdded(message) }
+        subscriptions.withLock { $0.append(added) }
+        let removed = try await connection.subscribe(
+            DBusMatchRule(sender: service, interface: .objectManager, member: "InterfacesRemoved")
+        ) { [weak self] message in self?.interfacesRemoved(message) }
+        subscriptions.withLock { $0.append(removed) }
         for interface in propertyInterfaces.map({ $0.map(\.rawValue) }) ?? [nil] {
-            subscriptions.append(
-                try await connection.subscribe(
-                    DBusMatchRule(
-                        sender: service, pathNamespace: BlueZNames.root, interface: .properties,
-                        member: DBusMessage.propertiesChangedMember, arg0: interface)
-                ) { [weak self] message in self?.propertiesChanged(message) })
+            let changed = try await connection.subscribe(
+                DBusMatchRule(
+                    sender: service, pathNamespace: BlueZNames.root, interface: .properties,
+                    member: DBusMessage.propertiesChangedMember, arg0: interface)
+            ) { [weak self] message in self?.propertiesChanged(message) }
+            subscriptions.withLock { $0.append(changed) }
         }
-        subscriptions.append(
-            try await connection.watchNameOwner(service) { [weak self] owner in self?.ownerChanged(owner) })
+        let owner = try await connection.watchNameOwner(service) { [weak self] owner in self?.ownerChanged(owner) }
+        subscriptions.withLock { $0.append(owner) }
     }
 
-    /// Stops following bluetoothd.
+    /// Stops following bluetoothd (any thread).
     package func stop() {
-        for subscription in subscriptions { subscription.cancel() }
-        subscriptions.removeAll()
+        let stopped = subscriptions.withLock { subscriptions in
+            defer { subscriptions.removeAll() }
+            return subscriptions
+        }
+        for subscription in stopped { subscription.cancel() }
     }
 
     /// The paths of objects that have `interface`, sorted.

@@ -1,4 +1,4 @@
-package import DBus
+import DBus
 package import Dispatch
 
 /// The bus bluetoothd is on, as the managers reach it: the system bus (or a chosen address),

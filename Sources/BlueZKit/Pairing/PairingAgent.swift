@@ -23,15 +23,15 @@ import Locking
 /// registered still promises a person, so every request is refused and the agent registers
 /// again as `NoInputNoOutput`.
 ///
-/// The invariant behind `@unchecked Sendable`: mutable state is behind a `PosixMutex` or the
-/// `delegateLock`.
-public final class PairingAgent: @unchecked Sendable {
+/// `Sendable` as the compiler checks it: its mutable state is behind a `PosixMutex`, the
+/// delegate in a `LockedWeakReference`.
+public final class PairingAgent: Sendable {
     /// The queue the delegate is called on: the manager's.
     public let queue: DispatchQueue
-    // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
-    // conformance lookup), read and written under `delegateLock`.
-    private let delegateLock = NSLock()
-    private weak var delegateObject: (any PairingAgentDelegate)?
+    // The delegate, held weakly behind its own lock. As `AnyObject` (a class-bound existential
+    // is no class type for the generic): the cast costs a conformance lookup per pairing
+    // request, which is rare.
+    private let delegateReference = LockedWeakReference<AnyObject>()
     private let shared = PosixMutex(Shared())
 
     private struct Shared {
@@ -52,12 +52,12 @@ public final class PairingAgent: @unchecked Sendable {
     /// the capability it had when the pairing began. Until bluetoothd holds the new capability,
     /// requests that the old one brought are refused unless the delegate answers them.
     public var delegate: (any PairingAgentDelegate)? {
-        get { delegateLock.withLock { delegateObject } }
+        get { delegateReference.object as? any PairingAgentDelegate }
         set {
             let capability = newValue?.ioCapability ?? .noInputNoOutput
             // Under the lock: the wanted capability reaches the agent in the order of the changes.
             let agent = shared.withLock { shared in
-                delegateLock.withLock { delegateObject = newValue }
+                delegateReference.object = newValue
                 shared.capability = capability
                 return shared.agent
             }
@@ -113,7 +113,7 @@ public final class PairingAgent: @unchecked Sendable {
     /// delegate was released, or is being replaced), and then `NoInputNoOutput` is registered again.
     private func answerWithoutDelegate(_ request: BlueZAgent.Request) -> BlueZAgent.Answer {
         let (agent, released): (BlueZAgent?, Bool) = shared.withLock { shared in
-            let released = shared.capability != .noInputNoOutput && delegateLock.withLock { delegateObject == nil }
+            let released = shared.capability != .noInputNoOutput && delegateReference.object == nil
             if released { shared.capability = .noInputNoOutput }
             return (shared.agent, released)
         }

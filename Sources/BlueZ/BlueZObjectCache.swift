@@ -162,7 +162,7 @@ package final class BlueZObjectCache: Sendable {
     }
 
     /// The properties of `interface` on `path`, if the object has it.
-    package func properties(_ interface: InterfaceName, at path: ObjectPath) -> [String: DBusValue]? {
+    func properties(_ interface: InterfaceName, at path: ObjectPath) -> [String: DBusValue]? {
         objects[path]?[interface.rawValue]
     }
 

@@ -1,4 +1,4 @@
-package import DBus
+import DBus
 
 /// The `org.bluez.Device1` properties a central needs, read from BlueZ's
 /// property dictionary. A property that is missing or has an unexpected type

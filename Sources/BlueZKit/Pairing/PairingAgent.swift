@@ -24,14 +24,17 @@ import Locking
 /// again as `NoInputNoOutput`.
 ///
 /// `Sendable` as the compiler checks it: its mutable state is behind a `PosixMutex`, the
-/// delegate in a `LockedWeakReference`.
+/// delegate in a `WeakDelegate` (Locking).
 public final class PairingAgent: Sendable {
     /// The queue the delegate is called on: the manager's.
     public let queue: DispatchQueue
-    // The delegate, held weakly behind its own lock. As `AnyObject` (a class-bound existential
-    // is no class type for the generic): the cast costs a conformance lookup per pairing
-    // request, which is rare.
-    private let delegateReference = LockedWeakReference<AnyObject>()
+    // The delegate, held weakly and typed behind its own lock.
+    private let delegateReference = WeakDelegate(DelegateReference())
+
+    /// The delegate, held weakly.
+    private struct DelegateReference {
+        weak var object: (any PairingAgentDelegate)?
+    }
     private let shared = PosixMutex(Shared())
 
     private struct Shared {
@@ -52,12 +55,12 @@ public final class PairingAgent: Sendable {
     /// the capability it had when the pairing began. Until bluetoothd holds the new capability,
     /// requests that the old one brought are refused unless the delegate answers them.
     public var delegate: (any PairingAgentDelegate)? {
-        get { delegateReference.object as? any PairingAgentDelegate }
+        get { delegateReference.value.object }
         set {
             let capability = newValue?.ioCapability ?? .noInputNoOutput
             // Under the lock: the wanted capability reaches the agent in the order of the changes.
             let agent = shared.withLock { shared in
-                delegateReference.object = newValue
+                delegateReference.value = DelegateReference(object: newValue)
                 shared.capability = capability
                 return shared.agent
             }
@@ -113,7 +116,7 @@ public final class PairingAgent: Sendable {
     /// delegate was released, or is being replaced), and then `NoInputNoOutput` is registered again.
     private func answerWithoutDelegate(_ request: BlueZAgent.Request) -> BlueZAgent.Answer {
         let (agent, released): (BlueZAgent?, Bool) = shared.withLock { shared in
-            let released = shared.capability != .noInputNoOutput && delegateReference.object == nil
+            let released = shared.capability != .noInputNoOutput && delegateReference.value.object == nil
             if released { shared.capability = .noInputNoOutput }
             return (shared.agent, released)
         }

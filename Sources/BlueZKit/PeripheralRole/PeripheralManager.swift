@@ -44,14 +44,11 @@ public final class PeripheralManager: Sendable {
     /// The options the manager was created with.
     public let options: PeripheralManagerOptions
     /// The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
-    /// conformance lookup), behind a lock: any thread sets it.
-    private let delegateBox: PosixMutex<WeakDelegate>
+    /// conformance lookup), behind its own lock: any thread sets it.
+    private let delegateReference: WeakDelegate<DelegateReference>
 
-    /// A weak reference to the delegate.
-    ///
-    /// The invariant behind `@unchecked Sendable`: it lives only inside `delegateBox`'s lock, and
-    /// the delegate it refers to (not `Sendable`) is called on `queue` only.
-    private struct WeakDelegate: @unchecked Sendable {
+    /// The delegate, held weakly.
+    private struct DelegateReference {
         weak var object: (any PeripheralManagerDelegate)?
     }
     /// The state and the work on the bus queue.
@@ -83,7 +80,7 @@ public final class PeripheralManager: Sendable {
         }
         let engine = PeripheralEngine(label: "bluezkit.peripheral")
         self.engine = engine
-        delegateBox = PosixMutex(WeakDelegate(object: delegate))
+        delegateReference = WeakDelegate(DelegateReference(object: delegate))
         engine.attach(self)
         // The connect loop holds the manager weakly: a released manager stops it.
         engine.onBusQueue { [weak self, options] in
@@ -107,8 +104,8 @@ public final class PeripheralManager: Sendable {
 
     /// The object that receives events, held weakly.
     public var delegate: (any PeripheralManagerDelegate)? {
-        get { delegateBox.withLock { $0.object } }
-        set { delegateBox.withLock { $0.object = newValue } }
+        get { delegateReference.value.object }
+        set { delegateReference.value = DelegateReference(object: newValue) }
     }
 
     /// Whether the adapter can be used, as for ``CentralManager/state``.

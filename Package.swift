@@ -246,8 +246,10 @@ let package = Package(
             dependencies: ["DBus", "TestSupport", "Locking"],
             swiftSettings: strictSettings
         ),
+        // The BlueZ layer's own tests (agent, object cache, client, errors, sockets, vocabulary)
+        // against a private bus; named BlueZAgentTests until it held more than the agent's.
         .testTarget(
-            name: "BlueZAgentTests",
+            name: "BlueZTests",
             dependencies: ["BlueZ", "DBus", "TestSupport", "Locking"],
             swiftSettings: strictSettings
         ),

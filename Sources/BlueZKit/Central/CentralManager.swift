@@ -17,7 +17,7 @@ import Locking
 ///
 /// `Sendable` as the compiler checks it: every stored property is a `let`; the manager's
 /// mutable state and its delegate sit behind `PosixMutex`es, the engine's own state on its
-/// connection's queue (``CentralEngine``).
+/// connection's queue (`CentralEngine`).
 public final class CentralManager: Sendable {
     /// The queue delegate methods are called on.
     public let queue: DispatchQueue

@@ -38,7 +38,7 @@ extension Central: Peer {}
 ///
 /// The invariant behind `@unchecked Sendable`: every stored property is a constant, and the only
 /// ones the compiler cannot check, the two streams (Foundation's `Stream` is not `Sendable`), keep
-/// their own state behind a lock (`StreamEvents`) and the core's ``QueueBound``.
+/// their own state behind a lock (`StreamEvents`) and the core's `QueueBound`.
 public final class L2CAPChannel: @unchecked Sendable, CustomStringConvertible {
     /// The remote device: a ``Peripheral`` or a ``Central``.
     public let peer: any Peer

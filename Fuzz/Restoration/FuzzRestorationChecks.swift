@@ -127,7 +127,7 @@ extension PeripheralRestorationRecord: FuzzRestorable {
         }
         if let advertisement {
             _ = advertisement.dictionary
-            _ = PeripheralManager.advertisementContent(advertisement)
+            _ = PeripheralEngine.advertisementContent(advertisement)
         }
     }
 }

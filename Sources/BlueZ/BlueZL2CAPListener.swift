@@ -21,13 +21,13 @@ package final class BlueZL2CAPListener: Sendable {
     private let state: QueueBound<State>
 
     private struct State {
-        var source: DescriptorWatch?
+        var source: DescriptorReadiness?
         var closed = false
         /// `accept` failures for want of descriptors or memory since the last channel accepted.
         var resourceFailures = 0
     }
 
-    private var source: DescriptorWatch? {
+    private var source: DescriptorReadiness? {
         get { state.value.source }
         _modify { yield &state.value.source }
     }
@@ -98,7 +98,7 @@ package final class BlueZL2CAPListener: Sendable {
     package func accept(_ handler: @escaping @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed, source == nil else { return }
-        source = DescriptorWatch.repeating(descriptor.fd, .readable, queue: queue) { [weak self] in
+        source = DescriptorReadiness.repeating(descriptor.fd, .readable, queue: queue) { [weak self] in
             self?.acceptPending(handler)
         } cancelled: { [descriptor] in
             _ = descriptor

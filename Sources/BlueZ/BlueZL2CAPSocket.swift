@@ -29,8 +29,8 @@ package final class BlueZL2CAPSocket: Sendable {
 
     private struct State {
         var closed = false
-        var readable: DescriptorWatch?
-        var writable: DescriptorWatch?
+        var readable: DescriptorReadiness?
+        var writable: DescriptorReadiness?
         /// Counts arms, so a fired watch knows whether it is still the current one.
         var readableArms = 0
         var writableArms = 0
@@ -116,7 +116,7 @@ package final class BlueZL2CAPSocket: Sendable {
                 completion(.success(BlueZL2CAPSocket(descriptor, queue: queue)))
             }
         }
-        _ = DescriptorWatch.oneShot(descriptor.fd, .writable, queue: queue, fired: connected) { _ = descriptor }
+        _ = DescriptorReadiness.oneShot(descriptor.fd, .writable, queue: queue, fired: connected) { _ = descriptor }
     }
 
     /// Reads one SDU without waiting (on `queue`).
@@ -177,9 +177,11 @@ package final class BlueZL2CAPSocket: Sendable {
         }
     }
 
-    private func arm(_ condition: DescriptorWatch.Condition, fired: @escaping @Sendable () -> Void) -> DescriptorWatch {
+    private func arm(
+        _ condition: DescriptorReadiness.Condition, fired: @escaping @Sendable () -> Void
+    ) -> DescriptorReadiness {
         // The descriptor stays open until the watch's `cancelled` has run.
-        DescriptorWatch.oneShot(fd, condition, queue: queue, fired: fired) { [descriptor] in _ = descriptor }
+        DescriptorReadiness.oneShot(fd, condition, queue: queue, fired: fired) { [descriptor] in _ = descriptor }
     }
 
     /// Ends the channel (`shutdown`: the kernel sends the peer a disconnection request). Pending

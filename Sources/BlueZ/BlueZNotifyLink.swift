@@ -33,8 +33,8 @@ package final class BlueZNotifyLink: Sendable {
 
     private struct State: Sendable {
         var closed = false
-        var reader: DescriptorWatch?
-        var writable: DescriptorWatch?
+        var reader: DescriptorReadiness?
+        var writable: DescriptorReadiness?
         /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
         var writableArms = 0
     }
@@ -63,7 +63,7 @@ package final class BlueZNotifyLink: Sendable {
         self.queue = queue
         let watchers = WatchedDescriptor(fd)
         self.watchers = watchers
-        let reader = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
+        let reader = DescriptorReadiness.repeating(fd, .readable, queue: queue) { [weak self] in
             guard let self else { return }
             var buffer = [UInt8](repeating: 0, count: 16)
             while true {
@@ -110,7 +110,7 @@ package final class BlueZNotifyLink: Sendable {
             watchers.retain()
             state.writableArms += 1
             let arm = state.writableArms
-            state.writable = DescriptorWatch.oneShot(fd, .writable, queue: queue) { [weak self] in
+            state.writable = DescriptorReadiness.oneShot(fd, .writable, queue: queue) { [weak self] in
                 self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
                 body()
             } cancelled: {

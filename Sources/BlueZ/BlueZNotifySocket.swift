@@ -16,19 +16,18 @@ import Synchronization
 /// goes down, a device removed from its cache or bluetoothd exiting close its end, which this
 /// reports once through `onClose`.
 ///
-/// A thread of its own waits in a blocking `recv` and hands each datagram to `onValue` inside
-/// `queue.sync`: on an idle serial queue libdispatch runs that block on the waiting thread
-/// itself, so a notification costs one thread wake-up, not the two of a dispatch source (its
-/// manager thread, then a worker for the queue) — what a small board's CPU pays most for
-/// (`Scripts/benchmark --only fd_notify` measures this path) — and one system call: a
-/// `recvmmsg` that waits for a datagram and takes those that came with it, all delivered in the
-/// same `queue.sync` (``BlueZDatagramBatch``; where `recvmmsg` is missing, one `recv` and one
-/// visit per datagram).
-/// The values still run on `queue`, after anything queued there before. ``close()`` wakes the
-/// thread with `shutdown(2)`, under a lock that the thread also takes to close the descriptor,
-/// so it never reaches a number the process has reused.
-/// `Sendable` as the compiler checks it: its stored properties are constants (atomic flags, a
-/// locked descriptor).
+/// A ``DescriptorReadiness`` of its own (`.dedicated(.receive)`) waits in a blocking receive and
+/// hands the datagrams to `onValue` inside `queue.sync`: on an idle serial queue libdispatch runs
+/// that block on the waiting thread itself, so a notification costs one thread wake-up, not the
+/// two of a dispatch source (its manager thread, then a worker for the queue) — what a small
+/// board's CPU pays most for (`Scripts/benchmark --only fd_notify` measures this path) — and one
+/// system call: a `recvmmsg` that waits for a datagram and takes those that came with it, all
+/// delivered in the same `queue.sync` (``BlueZDatagramBatch``; where `recvmmsg` is missing, one
+/// `recv` and one visit per datagram).
+/// The values still run on `queue`, after anything queued there before. ``close()`` cancels the
+/// registration, which wakes its thread with `shutdown(2)` under the lock the thread also takes
+/// to close the descriptor, so it never reaches a number the process has reused.
+/// `Sendable` as the compiler checks it: its stored properties are constants.
 package final class BlueZNotifySocket: Sendable {
     /// The ATT MTU bluetoothd reported with the socket.
     package let mtu: Int
@@ -36,6 +35,7 @@ package final class BlueZNotifySocket: Sendable {
     /// that keeps sending must not keep the queue (serving everything else) for ever.
     static let batchCapacity = 16
     private let ended = EndFlag()
+    private let reader: DescriptorReadiness
 
     /// Takes over `descriptor` and starts reading; values and the end are handed over on `queue`.
     ///
@@ -52,46 +52,32 @@ package final class BlueZNotifySocket: Sendable {
         // bluetoothd makes the pair non-blocking; our end waits in recv.
         SystemCall.setNonBlocking(fd, false)
         let ended = self.ended
-        ended.descriptor.withLock { $0 = fd }
-        Thread.detachNewThread {
-            Self.read(fd, queue: queue, ended: ended, onValue: onValue, onClose: onClose)
-            ended.descriptor.withLock { descriptor in
-                if descriptor >= 0 { SystemCall.close(descriptor) }
-                descriptor = -1
+        // Filled by the reading thread, read inside its `queue.sync`, which orders the two.
+        nonisolated(unsafe) let batch = BlueZDatagramBatch(capacity: Self.batchCapacity)
+        let taken = BatchCount()
+        reader = DescriptorReadiness.dedicated(
+            fd,
+            .receive { fd in
+                // One `recvmmsg` waits for a datagram and takes any that came with it.
+                switch batch.receive(fd) {
+                case .success(let count) where count > 0:
+                    taken.value.store(count, ordering: .relaxed)
+                case .failure(let error) where error.isWouldBlock:
+                    // Still non-blocking (fcntl failed): wait for data or the shutdown.
+                    _ = SystemCall.poll(fd, events: Int16(POLLIN), timeout: -1)
+                    return false
+                case .success, .failure:
+                    taken.value.store(-1, ordering: .relaxed)  // the end, reported on the queue
+                }
+                return true
+            }, closesDescriptor: true, queue: queue
+        ) {
+            let count = taken.value.load(ordering: .relaxed)
+            guard count >= 0 else {
+                if !ended.value.exchange(true, ordering: .relaxed) { onClose() }
+                return false
             }
-        }
-    }
-
-    /// The reading thread: one `recvmmsg` waits for a datagram and takes any that came with it
-    /// (one system call per wake-up), then one `queue.sync` delivers them all, until the end.
-    private static func read(
-        _ fd: Int32, queue: DispatchQueue, ended: EndFlag,
-        onValue: @escaping @Sendable (UnsafeRawBufferPointer) -> Void, onClose: @escaping @Sendable () -> Void
-    ) {
-        let batch = BlueZDatagramBatch(capacity: batchCapacity)
-        let visitState = BatchVisit()
-        let visit = DispatchWorkItem {
-            let count = visitState.count.load(ordering: .relaxed)
-            visitState.peerGone.store(
-                deliverBatch(fd, batch, count: count, ended: ended, onValue, onClose), ordering: .relaxed)
-        }
-        while !ended.value.load(ordering: .relaxed) {
-            let received = batch.receive(fd)
-            if ended.value.load(ordering: .relaxed) { return }  // close(): its shutdown woke us
-            let count: Int
-            switch received {
-            case .success(let taken) where taken > 0: count = taken
-            case .failure(let error) where error.isWouldBlock:
-                // Still non-blocking (fcntl failed): wait for data or the shutdown.
-                _ = SystemCall.poll(fd, events: Int16(POLLIN), timeout: -1)
-                continue
-            case .success, .failure:
-                if !ended.value.exchange(true, ordering: .relaxed) { queue.sync { onClose() } }
-                return
-            }
-            visitState.count.store(count, ordering: .relaxed)
-            queue.sync(execute: visit)
-            if visitState.peerGone.load(ordering: .relaxed) { return }
+            return !Self.deliverBatch(fd, batch, count: count, ended: ended, onValue, onClose)
         }
     }
 
@@ -113,14 +99,13 @@ package final class BlueZNotifySocket: Sendable {
         return false
     }
 
-    /// How many datagrams the batch holds, and whether the peer went away during the visit.
+    /// How many datagrams the batch holds (-1: reading failed or the stream ended).
     ///
-    /// The thread writes `count` and reads `peerGone` only around its `queue.sync`, during which
-    /// the work item reads and writes them: `queue.sync` orders the accesses, so relaxed atomics
-    /// (plain loads and stores) are enough, and the compiler checks the class `Sendable`.
-    private final class BatchVisit: Sendable {
-        let count = Atomic<Int>(0)
-        let peerGone = Atomic<Bool>(false)
+    /// The thread writes it only before its `queue.sync`, during which the handler reads it:
+    /// `queue.sync` orders the accesses, so a relaxed atomic (a plain load and store) is enough,
+    /// and the compiler checks the class `Sendable`.
+    private final class BatchCount: Sendable {
+        let value = Atomic<Int>(0)
     }
 
     /// Whether the other end of `fd` has gone (`POLLHUP` / `POLLRDHUP`).
@@ -134,21 +119,15 @@ package final class BlueZNotifySocket: Sendable {
     /// when it closes) and the reading thread, woken by it, closes the descriptor. Idempotent;
     /// never waits for that thread.
     package func close() {
-        guard !ended.value.exchange(true, ordering: .relaxed) else {
-            // Ended by bluetoothd or an error: the thread closes the descriptor on its way out.
-            return
-        }
-        ended.descriptor.withLock { descriptor in
-            if descriptor >= 0 { SystemCall.shutdown(descriptor, Int32(SHUT_RDWR)) }
-        }
+        // Ended by bluetoothd or an error: the thread closes the descriptor on its way out.
+        guard !ended.value.exchange(true, ordering: .relaxed) else { return }
+        reader.cancel()
     }
 
     deinit { close() }
 }
 
-/// Whether the session has ended (so `onClose` runs at most once, and never after `close()`),
-/// and the descriptor while the reading thread has it open (-1 after it closed it).
+/// Whether the session has ended (so `onClose` runs at most once, and never after `close()`).
 private final class EndFlag: Sendable {
     let value = Atomic<Bool>(false)
-    let descriptor = PosixMutex<Int32>(-1)
 }

@@ -27,8 +27,8 @@ package final class BlueZWriteSocket: Sendable {
     private let sources: WatchedDescriptor
 
     private struct State: Sendable {
-        var hangup: DescriptorWatch?
-        var writable: DescriptorWatch?
+        var hangup: DescriptorReadiness?
+        var writable: DescriptorReadiness?
         /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
         var writableArms = 0
         var closed = false
@@ -56,7 +56,7 @@ package final class BlueZWriteSocket: Sendable {
         let sources = WatchedDescriptor(fd)
         self.sources = sources
         // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
-        let hangup = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
+        let hangup = DescriptorReadiness.repeating(fd, .readable, queue: queue) { [weak self] in
             var byte: UInt8 = 0
             switch withUnsafeMutableBytes(of: &byte, { SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT)) }) {
             case .success(let count) where count > 0: return
@@ -96,7 +96,7 @@ package final class BlueZWriteSocket: Sendable {
             state.writableArms += 1
             let arm = state.writableArms
             sources.retain()
-            state.writable = DescriptorWatch.oneShot(fd, .writable, queue: queue) { [weak self] in
+            state.writable = DescriptorReadiness.oneShot(fd, .writable, queue: queue) { [weak self] in
                 self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
                 body()
             } cancelled: {

@@ -2,7 +2,7 @@ import DBus
 import Locking
 
 /// A descriptor closed once the last of its watches is cancelled (its `cancelled` ran): the
-/// socket counts as one user, each ``DescriptorWatch`` armed on it as one more, so a handler on
+/// socket counts as one user, each ``DescriptorReadiness`` armed on it as one more, so a handler on
 /// its way never reaches a number the process has reused. Used by ``BlueZWriteSocket`` and
 /// ``BlueZNotifyLink``; any thread.
 final class WatchedDescriptor: Sendable {

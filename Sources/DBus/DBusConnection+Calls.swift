@@ -103,7 +103,7 @@ extension DBusConnection {
                 if currentQueue == ObjectIdentifier(self) {
                     self.startCall(message, timeout: timeout, call)
                 } else if currentQueue == nil {
-                    // Send from this thread, as the reading thread reads (see `DBusReadWatchThread`):
+                    // Send from this thread, as the reading thread reads (a dedicated `DescriptorReadiness`):
                     // on an idle queue libdispatch runs the block here, with no thread to wake, and
                     // the queue's blocks never wait, so neither does this for long. Not from another
                     // connection's queue: two queues waiting for each other would deadlock.

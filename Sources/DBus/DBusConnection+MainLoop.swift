@@ -6,8 +6,8 @@ import Dispatch
 #endif
 
 /// The main loop, modelled on BlueZ's `gdbus/mainloop.c`: a libdbus read watch becomes a
-/// thread of its own that handles it inside `queue.sync` (``DBusReadWatchThread``), a write
-/// watch a ``DescriptorWatch``, libdbus timeouts one dispatch timer for them all
+/// ``DescriptorReadiness`` with a thread of its own that handles it inside `queue.sync`
+/// (`.dedicated(.poll)`), a write watch a shared one, libdbus timeouts one dispatch timer for them all
 /// (`DBusConnection+Timeouts.swift`), and the dispatch-status callback only schedules a drain on the queue —
 /// never dispatching inside a libdbus callback.
 ///
@@ -20,8 +20,8 @@ extension DBusConnection {
     /// (the reading thread's inside `queue.sync`, the write watch's on the queue itself), or
     /// inside libdbus's callbacks (under its lock).
     final class WatchSources: @unchecked Sendable {
-        var read: DBusReadWatchThread?
-        var write: DescriptorWatch?
+        var read: DescriptorReadiness?
+        var write: DescriptorReadiness?
         /// Set when libdbus removes the watch (it may then free it): an event already on its
         /// way is dropped without touching the watch. Its handlers check this, not `watches`,
         /// saving a hash-table probe per incoming message.
@@ -137,10 +137,11 @@ extension DBusConnection {
             // removing the watch); without one (no descriptor left) it polls libdbus's own.
             let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
             nonisolated(unsafe) let (key, watch) = (key, watch)
-            sources.read = DBusReadWatchThread(
-                descriptor: duplicate >= 0 ? duplicate : fd, closesDescriptor: duplicate >= 0, queue: queue
+            sources.read = DescriptorReadiness.dedicated(
+                duplicate >= 0 ? duplicate : fd, .poll, closesDescriptor: duplicate >= 0, queue: queue, enabled: false
             ) { [weak self] in
                 self?.handleWatch(sources, watch, DBUS_WATCH_READABLE.rawValue)
+                return true
             } onFailure: { [weak self] reason in
                 guard let self else { return }
                 DBusLog.warning("the connection's reading thread stopped: \(reason)")
@@ -156,7 +157,7 @@ extension DBusConnection {
             // this (a poll of the old number is then dropped), and a handler already on its way
             // checks `removed` before touching the watch.
             nonisolated(unsafe) let watch = watch
-            sources.write = DescriptorWatch.repeating(fd, .writable, queue: queue, enabled: false) { [weak self] in
+            sources.write = DescriptorReadiness.repeating(fd, .writable, queue: queue, enabled: false) { [weak self] in
                 self?.handleWatch(sources, watch, DBUS_WATCH_WRITABLE.rawValue)
             }
         }

@@ -6,7 +6,8 @@ import Synchronization
     import Glibc
 #endif
 
-/// The thread that polls the descriptors of every armed ``DescriptorWatch`` in the process.
+/// The thread of ``DescriptorReadiness/Delivery/shared``: it polls the descriptors of every armed
+/// shared ``DescriptorReadiness`` in the process.
 ///
 /// Its table (under one lock) is the only record of what is watched: each pass builds the
 /// `poll` set from the armed entries, and a ready entry is disarmed and handed to its watch only
@@ -22,12 +23,12 @@ final class DescriptorWatcher: Sendable {
     static let shared = DescriptorWatcher()
 
     private struct Entry {
-        let watch: DescriptorWatch
+        let watch: DescriptorReadiness
         /// In the next `poll` set.
         var armed: Bool
         /// Handed to its queue and not yet handled (a repeating watch is armed again after).
         var delivering = false
-        /// A repeating watch's wish (``DescriptorWatch/setEnabled(_:)``).
+        /// A repeating watch's wish (``DescriptorReadiness/setEnabled(_:)``).
         var enabled: Bool
     }
 
@@ -48,17 +49,17 @@ final class DescriptorWatcher: Sendable {
 
     func nextID() -> UInt64 { ids.add(1, ordering: .relaxed).newValue }
 
-    func add(_ watch: DescriptorWatch, armed: Bool) {
+    func add(_ watch: DescriptorReadiness, armed: Bool) {
         table.withLock { $0[watch.id] = Entry(watch: watch, armed: armed, enabled: armed) }
         if armed { wake() }
     }
 
-    func remove(_ watch: DescriptorWatch) {
+    func remove(_ watch: DescriptorReadiness) {
         let wasArmed = table.withLock { $0.removeValue(forKey: watch.id)?.armed ?? false }
         if wasArmed { wake() }
     }
 
-    func setEnabled(_ watch: DescriptorWatch, _ enabled: Bool) {
+    func setEnabled(_ watch: DescriptorReadiness, _ enabled: Bool) {
         let armed = table.withLock { table -> Bool in
             guard var entry = table[watch.id] else { return false }
             entry.enabled = enabled
@@ -72,7 +73,7 @@ final class DescriptorWatcher: Sendable {
     }
 
     /// A repeating watch's handler returned: armed again if still enabled.
-    func handled(_ watch: DescriptorWatch) {
+    func handled(_ watch: DescriptorReadiness) {
         let armed = table.withLock { table -> Bool in
             guard var entry = table[watch.id] else { return false }
             entry.delivering = false
@@ -111,7 +112,7 @@ final class DescriptorWatcher: Sendable {
             if descriptors[0].revents != 0 { SystemCall.drain(wakeRead) }
             for index in watched.indices where descriptors[index + 1].revents != 0 {
                 let id = watched[index]
-                let watch = table.withLock { table -> DescriptorWatch? in
+                let watch = table.withLock { table -> DescriptorReadiness? in
                     guard var entry = table[id], entry.armed else { return nil }
                     entry.armed = false
                     entry.delivering = true

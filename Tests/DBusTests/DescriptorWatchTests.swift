@@ -11,7 +11,7 @@ import Testing
     import Glibc
 #endif
 
-/// ``DescriptorWatch``, the library's replacement for libdispatch's read and write sources:
+/// ``DescriptorReadiness``, the library's replacement for libdispatch's read and write sources:
 /// readiness reaches the handler on its queue, a repeating watch fires again after its handler,
 /// a one-shot watch once, a cancelled or disabled watch never, and `cancelled` comes after the
 /// last handler. The churn test is the pattern that lost a peer's hang-up under libdispatch.
@@ -45,7 +45,7 @@ struct DescriptorWatchTests {
         defer { close(peer) }
         let queue = DispatchQueue(label: "watch")
         let events = Collected<String>()
-        let watch = DescriptorWatch.repeating(ours, .readable, queue: queue) {
+        let watch = DescriptorReadiness.repeating(ours, .readable, queue: queue) {
             _ = Self.drain(ours)
             events.append("readable")
         } cancelled: {
@@ -66,7 +66,7 @@ struct DescriptorWatchTests {
         let (ours, peer) = try Self.socketPair()
         defer { close(peer) }
         let events = Collected<String>()
-        let watch = DescriptorWatch.oneShot(ours, .writable, queue: DispatchQueue(label: "watch")) {
+        let watch = DescriptorReadiness.oneShot(ours, .writable, queue: DispatchQueue(label: "watch")) {
             events.append("writable")
         } cancelled: {
             events.append("cancelled")
@@ -82,7 +82,7 @@ struct DescriptorWatchTests {
         defer { close(peer) }
         let queue = DispatchQueue(label: "watch")
         let events = Collected<String>()
-        let watch = DescriptorWatch.oneShot(ours, .readable, queue: queue) {
+        let watch = DescriptorReadiness.oneShot(ours, .readable, queue: queue) {
             events.append("readable")
         } cancelled: {
             events.append("cancelled")
@@ -96,7 +96,7 @@ struct DescriptorWatchTests {
             close(other.1)
         }
         Self.sendByte(other.1)
-        let marker = DescriptorWatch.oneShot(other.0, .readable, queue: queue) { events.append("marker") }
+        let marker = DescriptorReadiness.oneShot(other.0, .readable, queue: queue) { events.append("marker") }
         try await waitUntil("a later watch fires") { events.count == 2 }
         #expect(events.values == ["cancelled", "marker"])
         #expect(marker.isCancelled)
@@ -110,7 +110,7 @@ struct DescriptorWatchTests {
         }
         let queue = DispatchQueue(label: "watch")
         let events = Collected<String>()
-        let watch = DescriptorWatch.repeating(ours, .readable, queue: queue, enabled: false) {
+        let watch = DescriptorReadiness.repeating(ours, .readable, queue: queue, enabled: false) {
             _ = Self.drain(ours)
             events.append("readable")
         }
@@ -118,7 +118,7 @@ struct DescriptorWatchTests {
         Self.sendByte(peer)
         // A later watch on the same socket pair's other end fires; the disabled one must not have.
         let marker = Collected<String>()
-        let probe = DescriptorWatch.oneShot(peer, .writable, queue: queue) { marker.append("probe") }
+        let probe = DescriptorReadiness.oneShot(peer, .writable, queue: queue) { marker.append("probe") }
         try await waitUntil("the probe fires") { marker.count == 1 }
         queue.sync {}
         #expect(events.count == 0, "a disabled watch fired")
@@ -128,7 +128,7 @@ struct DescriptorWatchTests {
         watch.setEnabled(false)
         Self.sendByte(peer)
         let second = Collected<String>()
-        _ = DescriptorWatch.oneShot(peer, .writable, queue: queue) { second.append("probe") }
+        _ = DescriptorReadiness.oneShot(peer, .writable, queue: queue) { second.append("probe") }
         try await waitUntil("the second probe fires") { second.count == 1 }
         queue.sync {}
         #expect(events.count == 1, "a watch fired after it was disabled")
@@ -147,7 +147,7 @@ struct DescriptorWatchTests {
         for round in 0..<rounds {
             for queue in queues {
                 let (ours, peer) = try Self.socketPair()
-                let state = PosixMutex((cancelled: false, writable: nil as DescriptorWatch?))
+                let state = PosixMutex((cancelled: false, writable: nil as DescriptorReadiness?))
                 let remaining = Atomic(1)
                 let closeIfLast: @Sendable () -> Void = {
                     if remaining.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
@@ -155,8 +155,8 @@ struct DescriptorWatchTests {
                         closedDescriptors.add(1, ordering: .relaxed)
                     }
                 }
-                let readerBox = PosixMutex<DescriptorWatch?>(nil)
-                let reader = DescriptorWatch.repeating(ours, .readable, queue: queue) {
+                let readerBox = PosixMutex<DescriptorReadiness?>(nil)
+                let reader = DescriptorReadiness.repeating(ours, .readable, queue: queue) {
                     if state.withLock({ $0.cancelled }) { handlerAfterCancel.add(1, ordering: .relaxed) }
                     guard Self.drain(ours) else { return }
                     ended.add(1, ordering: .relaxed)
@@ -172,7 +172,7 @@ struct DescriptorWatchTests {
                 readerBox.withLock { $0 = reader }
                 if round % 2 == 0 {
                     remaining.add(1, ordering: .relaxed)
-                    let writable = DescriptorWatch.oneShot(ours, .writable, queue: queue) {
+                    let writable = DescriptorReadiness.oneShot(ours, .writable, queue: queue) {
                     } cancelled: {
                         closeIfLast()
                     }

@@ -142,9 +142,12 @@ struct ReadWatchThreadFailureTests {
         let readable = Collected<Bool>()
         let queue = DispatchQueue(label: "read-watch-failure")
         // No process here has this many descriptors open: poll reports it as invalid (POLLNVAL).
-        let thread = DBusReadWatchThread(
-            descriptor: 999_999, closesDescriptor: false, queue: queue, onReadable: { readable.append(true) },
-            onFailure: { failures.append($0) })
+        let thread = DescriptorReadiness.dedicated(
+            999_999, .poll, closesDescriptor: false, queue: queue, enabled: false,
+            handler: {
+                readable.append(true)
+                return true
+            }, onFailure: { failures.append($0) })
         thread.setEnabled(true)
         try await waitUntil("the failure is reported") { failures.count == 1 }
         #expect(failures.values.first?.contains("no longer valid") == true)

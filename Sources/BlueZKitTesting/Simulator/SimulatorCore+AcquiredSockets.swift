@@ -309,7 +309,7 @@ final class AcquiredSocket: @unchecked Sendable {
     /// The call waiting for the GATT client to be ready (`sock_io.msg`).
     var pending: DBusMethodInvocation?
     private var descriptor: Int32 = -1
-    private var source: DescriptorWatch?
+    private var source: DescriptorReadiness?
     private var suspended = false
     private(set) var isClosed = false
 
@@ -328,7 +328,9 @@ final class AcquiredSocket: @unchecked Sendable {
     /// Takes `fd` (bluetoothd's end) and starts watching it on `queue`.
     func open(_ fd: Int32, queue: DispatchQueue, onReadable: @escaping @Sendable () -> Void) {
         descriptor = fd
-        source = DescriptorWatch.repeating(fd, .readable, queue: queue, handler: onReadable) { SystemCall.close(fd) }
+        source = DescriptorReadiness.repeating(fd, .readable, queue: queue, handler: onReadable) {
+            SystemCall.close(fd)
+        }
     }
 
     /// Reads one datagram (at most 512 bytes, as `sock_read`).

@@ -43,7 +43,7 @@ extension SimulatorCore {
             if heldNotifySocketCloses.remove(key) != nil { closeApplicationNotifySocket(key) }
             guard applicationNotifySockets[key] == nil else { return false }
             let fd = descriptor.take()
-            let source = DescriptorWatch.repeating(fd, .readable, queue: queue) { [weak self] in
+            let source = DescriptorReadiness.repeating(fd, .readable, queue: queue) { [weak self] in
                 var buffer = [UInt8](repeating: 0, count: 512)
                 // `sock_io_read`: one read of at most 512 bytes per datagram; nothing or an error ends it.
                 while true {

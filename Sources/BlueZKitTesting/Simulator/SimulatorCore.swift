@@ -54,7 +54,7 @@ final class SimulatorCore: @unchecked Sendable {
     /// Centrals subscribed to each application characteristic (owner and path), as `ntfy_cnt`.
     var applicationNotifyCounts: [String: Int] = [:]
     /// The `notify_io` of application characteristics that gave a socket through `AcquireNotify`.
-    var applicationNotifySockets: [String: DescriptorWatch] = [:]
+    var applicationNotifySockets: [String: DescriptorReadiness] = [:]
     /// The descriptor each of those sockets reads (to write confirmations back, 5.80).
     var applicationNotifyDescriptors: [String: Int32] = [:]
     /// What each subscribed central does with a value read from such a socket, by key and address.

@@ -16,7 +16,7 @@ package final class BlueZL2CAPListener: Sendable {
     /// The PSM the kernel assigned (LE's dynamic range, 0x0080…0x00FF).
     package let psm: UInt16
     package let queue: DispatchQueue
-    private let descriptor: Descriptor
+    private let descriptor: SharedDescriptor
     private let acceptCall: BlueZAcceptCall
     private let state: QueueBound<State>
 
@@ -60,7 +60,7 @@ package final class BlueZL2CAPListener: Sendable {
         throws(BlueZSocketError)
     {
         let local = BlueZL2CAPSocketAddress(address: adapterAddress ?? "00:00:00:00:00:00", type: .lePublic, psm: 0)
-        let descriptor = Descriptor(try BlueZL2CAPSocketCalls.open(local: local, security: security))
+        let descriptor = SharedDescriptor(try BlueZL2CAPSocketCalls.open(local: local, security: security))
         if case .failure(let error) = SystemCall.listen(descriptor.fd, backlog: 8) {
             throw BlueZSocketError(errno: error.rawValue, operation: "listen")
         }
@@ -83,7 +83,7 @@ package final class BlueZL2CAPListener: Sendable {
     package init(adopting descriptor: Int32, psm: UInt16, queue: DispatchQueue, acceptCall: BlueZAcceptCall) {
         self.psm = psm
         self.queue = queue
-        self.descriptor = Descriptor(descriptor)
+        self.descriptor = SharedDescriptor(descriptor)
         self.acceptCall = acceptCall
         self.state = QueueBound(State(), queue: queue)
     }
@@ -98,10 +98,8 @@ package final class BlueZL2CAPListener: Sendable {
     package func accept(_ handler: @escaping @Sendable (Result<Accepted, BlueZSocketError>) -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
         guard !closed, source == nil else { return }
-        source = DescriptorReadiness.repeating(descriptor.fd, .readable, queue: queue) { [weak self] in
+        source = DescriptorReadiness.repeating(descriptor, .readable, queue: queue) { [weak self] in
             self?.acceptPending(handler)
-        } cancelled: { [descriptor] in
-            _ = descriptor
         }
     }
 

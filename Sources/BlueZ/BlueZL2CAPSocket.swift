@@ -23,7 +23,7 @@ package final class BlueZL2CAPSocket: Sendable {
     /// The largest SDU this side receives (`BT_RCVMTU`).
     package let receiveMTU: Int
     package let queue: DispatchQueue
-    private let descriptor: Descriptor
+    private let descriptor: SharedDescriptor
     private var fd: Int32 { descriptor.fd }
     private let state: QueueBound<State>
 
@@ -60,10 +60,10 @@ package final class BlueZL2CAPSocket: Sendable {
     /// of a listener, or of a `socketpair` in tests). MTUs the kernel does not report take
     /// `defaultMTU`.
     package convenience init(adopting descriptor: Int32, queue: DispatchQueue, defaultMTU: Int = 672) {
-        self.init(Descriptor(descriptor), queue: queue, defaultMTU: defaultMTU)
+        self.init(SharedDescriptor(descriptor), queue: queue, defaultMTU: defaultMTU)
     }
 
-    private init(_ descriptor: Descriptor, queue: DispatchQueue, defaultMTU: Int = 672) {
+    private init(_ descriptor: SharedDescriptor, queue: DispatchQueue, defaultMTU: Int = 672) {
         self.descriptor = descriptor
         let descriptor = descriptor.fd
         self.queue = queue
@@ -92,7 +92,7 @@ package final class BlueZL2CAPSocket: Sendable {
         from adapterAddress: String?, to peer: BlueZL2CAPSocketAddress, security: BlueZL2CAPSecurity,
         queue: DispatchQueue, completion: @escaping @Sendable (Result<BlueZL2CAPSocket, BlueZSocketError>) -> Void
     ) {
-        let descriptor: Descriptor
+        let descriptor: SharedDescriptor
         do throws(BlueZSocketError) {
             guard peer.encoded() != nil else {
                 throw BlueZSocketError(.invalidAddress, operation: "peer address \"\(peer.address)\"")
@@ -102,7 +102,7 @@ package final class BlueZL2CAPSocket: Sendable {
             }
             let local = BlueZL2CAPSocketAddress(
                 address: adapterAddress ?? "00:00:00:00:00:00", type: .lePublic, psm: 0)
-            descriptor = Descriptor(try BlueZL2CAPSocketCalls.open(local: local, security: security))
+            descriptor = SharedDescriptor(try BlueZL2CAPSocketCalls.open(local: local, security: security))
             if let error = BlueZL2CAPSocketCalls.connect(descriptor.fd, to: peer) { throw error }
         } catch {
             return queue.async { completion(.failure(error)) }
@@ -116,7 +116,7 @@ package final class BlueZL2CAPSocket: Sendable {
                 completion(.success(BlueZL2CAPSocket(descriptor, queue: queue)))
             }
         }
-        _ = DescriptorReadiness.oneShot(descriptor.fd, .writable, queue: queue, fired: connected) { _ = descriptor }
+        _ = DescriptorReadiness.oneShot(descriptor, .writable, queue: queue, fired: connected)
     }
 
     /// Reads one SDU without waiting (on `queue`).
@@ -181,7 +181,7 @@ package final class BlueZL2CAPSocket: Sendable {
         _ condition: DescriptorReadiness.Condition, fired: @escaping @Sendable () -> Void
     ) -> DescriptorReadiness {
         // The descriptor stays open until the watch's `cancelled` has run.
-        DescriptorReadiness.oneShot(fd, condition, queue: queue, fired: fired) { [descriptor] in _ = descriptor }
+        DescriptorReadiness.oneShot(descriptor, condition, queue: queue, fired: fired)
     }
 
     /// Ends the channel (`shutdown`: the kernel sends the peer a disconnection request). Pending
@@ -206,12 +206,4 @@ package final class BlueZL2CAPSocket: Sendable {
             state.value.writable?.cancel()
         }
     }
-}
-
-/// A file descriptor closed when the last reference to it goes: the socket's, and each watch's
-/// `cancelled` (a handler on its way may still use the descriptor until that ran).
-final class Descriptor: Sendable {
-    let fd: Int32
-    init(_ fd: Int32) { self.fd = fd }
-    deinit { SystemCall.close(fd) }
 }

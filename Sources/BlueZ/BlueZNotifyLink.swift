@@ -29,10 +29,12 @@ package final class BlueZNotifyLink: Sendable {
     private let fd: Int32
     private let queue: DispatchQueue
     private let state = PosixMutex(State())
-    private let watchers: WatchedDescriptor
 
     private struct State: Sendable {
         var closed = false
+        /// Until closed; the watches keep it open, each until its `cancelled` has run, so it is
+        /// closed after the last of them.
+        var descriptor: SharedDescriptor?
         var reader: DescriptorReadiness?
         var writable: DescriptorReadiness?
         /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
@@ -61,9 +63,8 @@ package final class BlueZNotifyLink: Sendable {
         self.deviceAddress = deviceAddress
         self.mtu = Int(mtu)
         self.queue = queue
-        let watchers = WatchedDescriptor(fd)
-        self.watchers = watchers
-        let reader = DescriptorReadiness.repeating(fd, .readable, queue: queue) { [weak self] in
+        let descriptor = SharedDescriptor(fd)
+        let reader = DescriptorReadiness.repeating(descriptor, .readable, queue: queue) { [weak self] in
             guard let self else { return }
             var buffer = [UInt8](repeating: 0, count: 16)
             while true {
@@ -78,10 +79,11 @@ package final class BlueZNotifyLink: Sendable {
                 // One byte per confirmation; anything else is not bluetoothd's and is ignored.
                 for byte in buffer[..<count] where byte == 1 { onConfirm(self) }
             }
-        } cancelled: {
-            watchers.release()
         }
-        state.withLock { $0.reader = reader }
+        state.withLock {
+            $0.reader = reader
+            $0.descriptor = descriptor
+        }
     }
 
     /// Sends `bytes` as one datagram without blocking.
@@ -104,17 +106,14 @@ package final class BlueZNotifyLink: Sendable {
     /// Calls `body` once on `queue` when the socket has room again; at once when it is closed
     /// already. A wait cut short by the link closing is not called: `onClose` is.
     package func whenWritable(_ body: @escaping @Sendable () -> Void) {
-        let armed = state.withLock { [watchers, queue, fd] state in
-            guard !state.closed else { return false }
+        let armed = state.withLock { [queue] state in
+            guard !state.closed, let descriptor = state.descriptor else { return false }
             state.writable?.cancel()
-            watchers.retain()
             state.writableArms += 1
             let arm = state.writableArms
-            state.writable = DescriptorReadiness.oneShot(fd, .writable, queue: queue) { [weak self] in
+            state.writable = DescriptorReadiness.oneShot(descriptor, .writable, queue: queue) { [weak self] in
                 self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
                 body()
-            } cancelled: {
-                watchers.release()
             }
             return true
         }
@@ -133,6 +132,8 @@ package final class BlueZNotifyLink: Sendable {
             state.writable?.cancel()
             state.reader = nil
             state.writable = nil
+            // The last watch's `cancelled` closes the descriptor, once no watch has it.
+            state.descriptor = nil
             return true
         }
     }

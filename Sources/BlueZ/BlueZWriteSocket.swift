@@ -24,7 +24,6 @@ package final class BlueZWriteSocket: Sendable {
     private let queue: DispatchQueue
     private let fd: Int32
     private let state = PosixMutex(State())
-    private let sources: WatchedDescriptor
 
     private struct State: Sendable {
         var hangup: DescriptorReadiness?
@@ -32,6 +31,9 @@ package final class BlueZWriteSocket: Sendable {
         /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
         var writableArms = 0
         var closed = false
+        /// Until closed; the watches keep it open, each until its `cancelled` has run, so it is
+        /// closed after the last of them.
+        var descriptor: SharedDescriptor?
     }
 
     private var closed: Bool { state.withLock { $0.closed } }
@@ -53,10 +55,9 @@ package final class BlueZWriteSocket: Sendable {
         self.queue = queue
         let fd = descriptor.take()
         self.fd = fd
-        let sources = WatchedDescriptor(fd)
-        self.sources = sources
+        let descriptor = SharedDescriptor(fd)
         // bluetoothd never writes to this socket: readable means end of stream (or stray bytes).
-        let hangup = DescriptorReadiness.repeating(fd, .readable, queue: queue) { [weak self] in
+        let hangup = DescriptorReadiness.repeating(descriptor, .readable, queue: queue) { [weak self] in
             var byte: UInt8 = 0
             switch withUnsafeMutableBytes(of: &byte, { SystemCall.receive(fd, into: $0, flags: Int32(MSG_DONTWAIT)) }) {
             case .success(let count) where count > 0: return
@@ -66,10 +67,11 @@ package final class BlueZWriteSocket: Sendable {
             guard let self, !self.closed else { return }
             self.close()
             onClose()
-        } cancelled: {
-            sources.release()
         }
-        state.withLock { $0.hangup = hangup }
+        state.withLock {
+            $0.hangup = hangup
+            $0.descriptor = descriptor
+        }
     }
 
     /// Sends `bytes` as one datagram without blocking (on `queue`).
@@ -90,17 +92,14 @@ package final class BlueZWriteSocket: Sendable {
     /// `onClose` of the initializer is.
     package func whenWritable(_ body: @escaping @Sendable () -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let armed = state.withLock { [fd, queue, sources] state in
-            guard !state.closed else { return false }
+        let armed = state.withLock { [queue] state in
+            guard !state.closed, let descriptor = state.descriptor else { return false }
             state.writable?.cancel()
             state.writableArms += 1
             let arm = state.writableArms
-            sources.retain()
-            state.writable = DescriptorReadiness.oneShot(fd, .writable, queue: queue) { [weak self] in
+            state.writable = DescriptorReadiness.oneShot(descriptor, .writable, queue: queue) { [weak self] in
                 self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
                 body()
-            } cancelled: {
-                sources.release()
             }
             return true
         }
@@ -117,6 +116,7 @@ package final class BlueZWriteSocket: Sendable {
             // The last watch's `cancelled` closes the descriptor, once no watch has it.
             state.hangup?.cancel()
             state.hangup = nil
+            state.descriptor = nil
         }
     }
 

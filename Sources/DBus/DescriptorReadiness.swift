@@ -84,12 +84,15 @@ package final class DescriptorReadiness: Sendable {
     private let watcher: DescriptorWatcher?
     /// The registration's own thread (``Delivery/dedicated(_:)``), or nil.
     private let thread: DedicatedReadinessThread?
+    /// The descriptor a shared registration keeps open until its `cancelled` has run, if any.
+    private let keeps: SharedDescriptor?
 
     private init(
-        fd: Int32, condition: Condition, repeats: Bool, queue: DispatchQueue, handler: @escaping @Sendable () -> Void,
-        cancelled: @escaping @Sendable () -> Void
+        fd: Int32, keeps: SharedDescriptor?, condition: Condition, repeats: Bool, queue: DispatchQueue,
+        handler: @escaping @Sendable () -> Void, cancelled: @escaping @Sendable () -> Void
     ) {
         delivery = .shared
+        self.keeps = keeps
         let watcher = DescriptorWatcher.shared
         self.watcher = watcher
         thread = nil
@@ -104,6 +107,7 @@ package final class DescriptorReadiness: Sendable {
 
     private init(_ fd: Int32, wait: Wait, queue: DispatchQueue, thread: DedicatedReadinessThread) {
         delivery = .dedicated(wait)
+        keeps = nil
         watcher = nil
         self.thread = thread
         id = 0
@@ -121,10 +125,16 @@ package final class DescriptorReadiness: Sendable {
         _ fd: Int32, _ condition: Condition, queue: DispatchQueue, enabled: Bool = true,
         handler: @escaping @Sendable () -> Void, cancelled: @escaping @Sendable () -> Void = {}
     ) -> DescriptorReadiness {
-        let registration = DescriptorReadiness(
-            fd: fd, condition: condition, repeats: true, queue: queue, handler: handler, cancelled: cancelled)
-        registration.watcher?.add(registration, armed: enabled)
-        return registration
+        shared(fd, nil, condition, repeats: true, queue: queue, enabled: enabled, handler, cancelled)
+    }
+
+    /// Shared, as ``repeating(_:_:queue:enabled:handler:cancelled:)``, keeping `descriptor` open
+    /// until `cancelled` has run.
+    package static func repeating(
+        _ descriptor: SharedDescriptor, _ condition: Condition, queue: DispatchQueue, enabled: Bool = true,
+        handler: @escaping @Sendable () -> Void, cancelled: @escaping @Sendable () -> Void = {}
+    ) -> DescriptorReadiness {
+        shared(descriptor.fd, descriptor, condition, repeats: true, queue: queue, enabled: enabled, handler, cancelled)
     }
 
     /// Shared: calls `fired` once on `queue` when `fd` is first ready: the registration cancels
@@ -133,9 +143,26 @@ package final class DescriptorReadiness: Sendable {
         _ fd: Int32, _ condition: Condition, queue: DispatchQueue, fired: @escaping @Sendable () -> Void,
         cancelled: @escaping @Sendable () -> Void = {}
     ) -> DescriptorReadiness {
+        shared(fd, nil, condition, repeats: false, queue: queue, enabled: true, fired, cancelled)
+    }
+
+    /// Shared, as ``oneShot(_:_:queue:fired:cancelled:)``, keeping `descriptor` open until
+    /// `cancelled` has run.
+    package static func oneShot(
+        _ descriptor: SharedDescriptor, _ condition: Condition, queue: DispatchQueue,
+        fired: @escaping @Sendable () -> Void, cancelled: @escaping @Sendable () -> Void = {}
+    ) -> DescriptorReadiness {
+        shared(descriptor.fd, descriptor, condition, repeats: false, queue: queue, enabled: true, fired, cancelled)
+    }
+
+    private static func shared(
+        _ fd: Int32, _ keeps: SharedDescriptor?, _ condition: Condition, repeats: Bool, queue: DispatchQueue,
+        enabled: Bool, _ handler: @escaping @Sendable () -> Void, _ cancelled: @escaping @Sendable () -> Void
+    ) -> DescriptorReadiness {
         let registration = DescriptorReadiness(
-            fd: fd, condition: condition, repeats: false, queue: queue, handler: fired, cancelled: cancelled)
-        registration.watcher?.add(registration, armed: true)
+            fd: fd, keeps: keeps, condition: condition, repeats: repeats, queue: queue, handler: handler,
+            cancelled: cancelled)
+        registration.watcher?.add(registration, armed: enabled)
         return registration
     }
 
@@ -172,7 +199,14 @@ package final class DescriptorReadiness: Sendable {
             thread.cancel()
         } else {
             watcher?.remove(self)
-            queue.async(execute: cancelled)
+            if let keeps {
+                queue.async { [cancelled] in
+                    cancelled()
+                    withExtendedLifetime(keeps) {}
+                }
+            } else {
+                queue.async(execute: cancelled)
+            }
         }
         return true
     }

@@ -30,15 +30,13 @@ package final class BlueZNotifyLink: Sendable {
     private let queue: DispatchQueue
     private let state = PosixMutex(State())
 
-    private struct State: Sendable {
+    private struct State: BlueZWritableWaitHolder {
         var closed = false
         /// Until closed; the watches keep it open, each until its `cancelled` has run, so it is
         /// closed after the last of them.
         var descriptor: SharedDescriptor?
         var reader: DescriptorReadiness?
-        var writable: DescriptorReadiness?
-        /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
-        var writableArms = 0
+        var writableWait = BlueZWritableWait()
     }
 
     /// What became of one datagram.
@@ -106,18 +104,7 @@ package final class BlueZNotifyLink: Sendable {
     /// Calls `body` once on `queue` when the socket has room again; at once when it is closed
     /// already. A wait cut short by the link closing is not called: `onClose` is.
     package func whenWritable(_ body: @escaping @Sendable () -> Void) {
-        let armed = state.withLock { [queue] state in
-            guard !state.closed, let descriptor = state.descriptor else { return false }
-            state.writable?.cancel()
-            state.writableArms += 1
-            let arm = state.writableArms
-            state.writable = DescriptorReadiness.oneShot(descriptor, .writable, queue: queue) { [weak self] in
-                self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
-                body()
-            }
-            return true
-        }
-        if !armed { queue.async(execute: body) }
+        if !state.armWritableWait(queue: queue, body) { queue.async(execute: body) }
     }
 
     /// Closes our end: bluetoothd ends the device's subscription. Idempotent.
@@ -129,9 +116,8 @@ package final class BlueZNotifyLink: Sendable {
             guard !state.closed else { return false }
             state.closed = true
             state.reader?.cancel()
-            state.writable?.cancel()
+            state.writableWait.cancel()
             state.reader = nil
-            state.writable = nil
             // The last watch's `cancelled` closes the descriptor, once no watch has it.
             state.descriptor = nil
             return true

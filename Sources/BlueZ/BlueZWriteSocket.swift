@@ -25,11 +25,9 @@ package final class BlueZWriteSocket: Sendable {
     private let fd: Int32
     private let state = PosixMutex(State())
 
-    private struct State: Sendable {
+    private struct State: BlueZWritableWaitHolder {
         var hangup: DescriptorReadiness?
-        var writable: DescriptorReadiness?
-        /// Counts ``whenWritable(_:)`` arms, so a fired wait knows whether it is still the current one.
-        var writableArms = 0
+        var writableWait = BlueZWritableWait()
         var closed = false
         /// Until closed; the watches keep it open, each until its `cancelled` has run, so it is
         /// closed after the last of them.
@@ -92,18 +90,7 @@ package final class BlueZWriteSocket: Sendable {
     /// `onClose` of the initializer is.
     package func whenWritable(_ body: @escaping @Sendable () -> Void) {
         dispatchPrecondition(condition: .onQueue(queue))
-        let armed = state.withLock { [queue] state in
-            guard !state.closed, let descriptor = state.descriptor else { return false }
-            state.writable?.cancel()
-            state.writableArms += 1
-            let arm = state.writableArms
-            state.writable = DescriptorReadiness.oneShot(descriptor, .writable, queue: queue) { [weak self] in
-                self?.state.withLock { if $0.writableArms == arm { $0.writable = nil } }
-                body()
-            }
-            return true
-        }
-        if !armed { body() }
+        if !state.armWritableWait(queue: queue, body) { body() }
     }
 
     /// Closes our end (bluetoothd then releases the write session). Idempotent; on `queue`.
@@ -111,8 +98,7 @@ package final class BlueZWriteSocket: Sendable {
         state.withLock { state in
             guard !state.closed else { return }
             state.closed = true
-            state.writable?.cancel()
-            state.writable = nil
+            state.writableWait.cancel()
             // The last watch's `cancelled` closes the descriptor, once no watch has it.
             state.hangup?.cancel()
             state.hangup = nil
@@ -122,7 +108,7 @@ package final class BlueZWriteSocket: Sendable {
 
     deinit {
         state.withLock { state in
-            state.writable?.cancel()
+            state.writableWait.cancel()
             state.hangup?.cancel()
         }
     }

@@ -100,6 +100,21 @@ import Testing
     }
 
     /// Reads `2A38` and waits for its value: every value bluetoothd sent before has been delivered.
+    /// A connected sensor with a battery level characteristic (90) the central has subscribed to.
+    static func subscribedLevel() async throws -> (SimulatedCharacteristic, Rig, Characteristic) {
+        let simulated = SimulatedCharacteristic(uuid: "2A19", flags: ["read", "notify"], value: [90])
+        let rig = try await Self.connect(level: simulated)
+        let level = try await Self.characteristic(0x180F, of: rig)
+        try await Self.subscribe(rig, level, true)
+        return (simulated, rig, level)
+    }
+
+    /// The sensor notifies [1], and it reaches the delegate as the first value of `level`.
+    static func notifyFirst(_ simulated: SimulatedCharacteristic, _ rig: Rig, _ level: Characteristic) async throws {
+        #expect(rig.sensor.updateValue([1], for: simulated))
+        try await waitUntil("the first notification") { rig.delegate.values(of: level) == [[1]] }
+    }
+
     static func settle(_ rig: Rig) async throws {
         let other = try await characteristic(0x180D, of: rig)
         let before = rig.delegate.values(of: other).count
@@ -112,14 +127,10 @@ import Testing
     }
 
     @Test func aNotificationAfterUnsubscribingAndSubscribingAgainArrivesOnce() async throws {
-        let simulated = SimulatedCharacteristic(uuid: "2A19", flags: ["read", "notify"], value: [90])
-        let rig = try await Self.connect(level: simulated)
+        let (simulated, rig, level) = try await Self.subscribedLevel()
         defer { withExtendedLifetime(rig.fixture) {} }
-        let level = try await Self.characteristic(0x180F, of: rig)
-        try await Self.subscribe(rig, level, true)
         #expect(try Self.routes(rig) == 1)
-        #expect(rig.sensor.updateValue([1], for: simulated))
-        try await waitUntil("the first notification") { rig.delegate.values(of: level) == [[1]] }
+        try await Self.notifyFirst(simulated, rig, level)
 
         // Unsubscribed: no route, and a read's value (bluetoothd announces it as a Value change)
         // is the read's answer alone, not a notification besides.
@@ -140,13 +151,9 @@ import Testing
     }
 
     @Test func aNotificationAfterTheCharacteristicIsRemovedAndAddedAgainReachesTheNewObject() async throws {
-        let simulated = SimulatedCharacteristic(uuid: "2A19", flags: ["read", "notify"], value: [90])
-        let rig = try await Self.connect(level: simulated)
+        let (simulated, rig, level) = try await Self.subscribedLevel()
         defer { withExtendedLifetime(rig.fixture) {} }
-        let level = try await Self.characteristic(0x180F, of: rig)
-        try await Self.subscribe(rig, level, true)
-        #expect(rig.sensor.updateValue([1], for: simulated))
-        try await waitUntil("the first notification") { rig.delegate.values(of: level) == [[1]] }
+        try await Self.notifyFirst(simulated, rig, level)
 
         // The battery service is replaced by an equal one: its objects go and come back at the
         // same paths, with new Core Bluetooth objects.
@@ -175,13 +182,9 @@ import Testing
     }
 
     @Test func aNotificationAfterBluetoothdRestartsReachesTheNewSubscription() async throws {
-        let simulated = SimulatedCharacteristic(uuid: "2A19", flags: ["read", "notify"], value: [90])
-        let rig = try await Self.connect(level: simulated)
+        let (simulated, rig, level) = try await Self.subscribedLevel()
         defer { withExtendedLifetime(rig.fixture) {} }
-        let level = try await Self.characteristic(0x180F, of: rig)
-        try await Self.subscribe(rig, level, true)
-        #expect(rig.sensor.updateValue([1], for: simulated))
-        try await waitUntil("the first notification") { rig.delegate.values(of: level) == [[1]] }
+        try await Self.notifyFirst(simulated, rig, level)
 
         try await rig.fixture.bluez.restart(downtime: .milliseconds(100))
         try await waitUntil("disconnected") { rig.peripheral.state == .disconnected }

@@ -44,7 +44,10 @@ import Testing
         }
     }
 
-    @Test func overflowingLoadsStartAgainAfterAGrowingWait() async throws {
+    /// A started cache on a private bus whose bluetoothd holds every load, its restarts stood in for.
+    static func startedCache() async throws -> (
+        AgentTestBus, HoldingStandIn, BlueZObjectCacheLoadTests.Recorder, BlueZObjectCache, Timers
+    ) {
         let bus = try await AgentTestBus(withBluetoothd: false)
         let standIn = HoldingStandIn()
         try await bus.bluetoothd.export([standIn.interface], at: .root)
@@ -54,6 +57,11 @@ import Testing
         let timers = Timers()
         cache.restartTimer = timers.timer
         try await cache.start()
+        return (bus, standIn, recorder, cache, timers)
+    }
+
+    @Test func overflowingLoadsStartAgainAfterAGrowingWait() async throws {
+        let (bus, standIn, recorder, cache, timers) = try await Self.startedCache()
         defer { cache.stop() }
         try await waitUntil("the first load is asked for") { standIn.calls == 1 }
 
@@ -79,15 +87,7 @@ import Testing
     }
 
     @Test func failingLoadsStartAgainOnTheSameBackOff() async throws {
-        let bus = try await AgentTestBus(withBluetoothd: false)
-        let standIn = HoldingStandIn()
-        try await bus.bluetoothd.export([standIn.interface], at: .root)
-        #expect(try await bus.bluetoothd.requestName("org.bluez") == .primaryOwner)
-        let recorder = BlueZObjectCacheLoadTests.Recorder()
-        let cache = BlueZObjectCache(connection: bus.app) { recorder.record($0) }
-        let timers = Timers()
-        cache.restartTimer = timers.timer
-        try await cache.start()
+        let (bus, standIn, recorder, cache, timers) = try await Self.startedCache()
         defer { cache.stop() }
         var expected: [Duration] = []
         for (attempt, wait) in [100, 200, 400].enumerated() {

@@ -98,9 +98,17 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         if let wanted = configuration.identifier, wanted != peripheral.identifier { return }
         output.emit(
             "discovered", ["id": peripheral.identifier.uuidString, "name": name ?? "", "rssi": RSSI],
-            human: "Found \(name ?? "an unnamed sensor") (\(peripheral.identifier.uuidString)), RSSI \(RSSI) dBm")
+            human:
+                "Found \(name ?? "an unnamed sensor") (\(peripheral.identifier.uuidString)), \(Self.describe(rssi: RSSI))"
+        )
         central.stopScan()
         use(peripheral)
+    }
+
+    /// Core Bluetooth's 127 means the controller reported no RSSI (btvirt's virtual controllers
+    /// never do): said so, rather than printed as 127 dBm.
+    static func describe(rssi: Int) -> String {
+        rssi == 127 ? "RSSI not available" : "RSSI \(rssi) dBm"
     }
 
     func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {

@@ -21,6 +21,26 @@ import Testing
         return (sensor, measurement)
     }
 
+    /// The central's human line for a found sensor gives its RSSI in dBm, and says the RSSI is
+    /// not available where the controller reported none (Core Bluetooth's 127; btvirt's
+    /// controllers in the demo), instead of "127 dBm".
+    @Test(arguments: [(Int16(-60), "RSSI -60 dBm"), (Int16(127), "RSSI not available")])
+    func theCentralSaysWhetherTheRSSIIsKnown(rssi: Int16, said: String) async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let (sensor, _) = Self.simulatedSensor(address: "C0:FF:EE:00:00:07")
+        sensor.rssi = rssi
+        try bluez.addPeripheral(sensor)
+        let program = try ExampleProgram("heart-rate-central", ["--count", "1"], busAddress: bluez.busAddress)
+        try await pollUntil("found", diagnostics: program.diagnostics) {
+            sensor.advertise()
+            return program.output.contains { $0.hasPrefix("Found ") }
+        }
+        let found = try #require(program.output.first { $0.hasPrefix("Found ") })
+        #expect(found.hasSuffix(", " + said), "\(found)")
+        _ = try await program.stop()
+    }
+
     @Test func thePeripheralPublishesAdvertisesAndNotifies() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }

@@ -108,7 +108,7 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
     /// Core Bluetooth's 127 means the controller reported no RSSI (btvirt's virtual controllers
     /// never do): said so, rather than printed as 127 dBm.
     static func describe(rssi: Int) -> String {
-        rssi == 127 ? "RSSI not available" : "RSSI \(rssi) dBm"
+        rssi == 127 ? "RSSI unavailable" : "RSSI \(rssi) dBm"
     }
 
     func centralManager(_ central: CentralManager, didConnect peripheral: Peripheral) {

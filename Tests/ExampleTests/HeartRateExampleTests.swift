@@ -24,7 +24,7 @@ import Testing
     /// The central's human line for a found sensor gives its RSSI in dBm, and says the RSSI is
     /// not available where the controller reported none (Core Bluetooth's 127; btvirt's
     /// controllers in the demo), instead of "127 dBm".
-    @Test(arguments: [(Int16(-60), "RSSI -60 dBm"), (Int16(127), "RSSI not available")])
+    @Test(arguments: [(Int16(-60), "RSSI -60 dBm"), (Int16(127), "RSSI unavailable")])
     func theCentralSaysWhetherTheRSSIIsKnown(rssi: Int16, said: String) async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }

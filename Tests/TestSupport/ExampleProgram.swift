@@ -9,7 +9,8 @@ public import Testing
 public final class ExampleProgram: Sendable {
     /// The program's name.
     public let name: String
-    private let pid: pid_t
+    /// The process ID (the program itself, also when started through a launcher that execs it).
+    public let pid: pid_t
     /// What the reader threads fill in.
     private final class Captured: Sendable {
         let lines = PosixMutex<[String]>([])

@@ -78,7 +78,7 @@ package final class BlueZClient: Sendable {
         var adapterPath: ObjectPath?
         var lastStatus: AdapterStatus?
         var warnedOfFilterUUIDs = false
-        var disconnectReasons: [DeviceID: DisconnectReason] = [:]
+        var disconnectReasons: [DeviceID: Disconnection] = [:]
     }
     /// The client's state, on the connection's queue (checked on every access).
     let state: QueueBound<State>
@@ -100,9 +100,9 @@ package final class BlueZClient: Sendable {
         get { state.value.warnedOfFilterUUIDs }
         _modify { yield &state.value.warnedOfFilterUUIDs }
     }
-    /// The reason of each device's last `Device1.Disconnected` signal not yet taken (on the
+    /// The last `Device1.Disconnected` signal of each device not yet taken (on the
     /// queue; `BlueZClient+DisconnectReasons.swift`).
-    var disconnectReasons: [DeviceID: DisconnectReason] {
+    var disconnectReasons: [DeviceID: Disconnection] {
         get { state.value.disconnectReasons }
         _modify { yield &state.value.disconnectReasons }
     }

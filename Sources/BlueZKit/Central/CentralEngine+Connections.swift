@@ -214,18 +214,16 @@ extension CentralEngine {
 
     /// Connected=false (or the device object vanished) for a link we hold.
     ///
-    /// The error is Core Bluetooth's for the reason bluetoothd gave (5.84 and later): a
-    /// supervision timeout is `connectionTimeout`, anything else (and every loss where bluetoothd
-    /// gives no reason) `peripheralDisconnected`.
+    /// The error carries the reason bluetoothd gave in `Device1.Disconnected` (5.83 and later),
+    /// as a ``DisconnectReport`` (``BluetoothError/disconnectReason``), with Core Bluetooth's
+    /// code for it (``DisconnectReason/errorCode``); without a signal the reason is
+    /// ``DisconnectReason/notReported``. The same error goes with an automatic reconnection.
     func linkLost(_ id: DeviceID) {
-        let reason = client.takeDisconnectReason(of: id)
-        linkEndReasons[id] = reason
+        let disconnection = client.takeDisconnection(of: id)
+        linkEndReasons[id] = disconnection?.reason
         guard let link = links[id], link.phase == .connected, let peripheral = peripherals[id] else { return }
         resetGatt(id)
-        let error =
-            reason == .timeout
-            ? BluetoothError(.connectionTimeout, message: "the link timed out (supervision timeout)")
-            : BluetoothError(.peripheralDisconnected, message: "the link was lost")
+        let error = DisconnectReport(disconnection).error
         if link.autoReconnect {
             // Reconnect by ourselves, as iOS 17 does with EnableAutoReconnect: the request is
             // pending again at once, and didConnect follows when it succeeds.

@@ -318,7 +318,7 @@ extension CentralEngine {
     /// `process_error` turns into Unlikely Error). So ATT 0x0E is taken for a failed pairing
     /// when, after a round trip to bluetoothd, the peripheral is neither paired nor connected,
     /// and bluetoothd gave no reason for the link's end or an authentication failure. With a
-    /// reason (`Device1.Disconnected`, 5.84 and later) the link's end is reported as it was: a
+    /// reason (`Device1.Disconnected`, 5.83 and later) the link's end is reported as it was: a
     /// peripheral that ends the link with a request in flight is `peripheralDisconnected`, a
     /// supervision timeout `connectionTimeout`.
     /// Connected means our link too: bluetoothd (5.66 to at least 5.87) may never signal
@@ -345,7 +345,7 @@ extension CentralEngine {
         case .timeout?:
             return BluetoothError(
                 .connectionTimeout, message: "the link timed out while the request was in flight", underlying: att)
-        case .remote?, .local?, .other?:
+        case .remote?, .local?, .suspend?, .unknown?, .other?:
             return BluetoothError(
                 .peripheralDisconnected, message: "the link ended while the request was in flight", underlying: att)
         }

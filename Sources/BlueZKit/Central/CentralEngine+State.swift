@@ -19,7 +19,7 @@ extension CentralEngine {
         /// The advertisement monitor of a passive scan (`CentralEngine+PassiveScan.swift`).
         var passiveScan: PassiveSession?
         var links: [DeviceID: Link] = [:]
-        /// Why each device's last link ended, as bluetoothd said (5.84 and later), until its next
+        /// Why each device's last link ended, as bluetoothd said (5.83 and later), until its next
         /// link: the error of an operation that the link's end failed (``operationError(_:of:)``).
         var linkEndReasons: [DeviceID: BlueZClient.DisconnectReason] = [:]
         var gatt: [DeviceID: GattModel] = [:]

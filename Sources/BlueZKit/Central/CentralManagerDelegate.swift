@@ -57,8 +57,10 @@ public protocol CentralManagerDelegate: AnyObject {
     func centralManager(_ central: CentralManager, didFailToConnect peripheral: Peripheral, error: (any Error)?)
 
     /// A connection ended: `error` is nil after ``CentralManager/cancelPeripheralConnection(_:)``,
-    /// a ``BluetoothError`` with code `peripheralDisconnected` when the link was lost, or
-    /// `connectionTimeout` when bluetoothd (5.84 and later) reports a supervision timeout.
+    /// otherwise a ``BluetoothError`` whose ``BluetoothError/disconnectReason`` (Linux) says why,
+    /// as bluetoothd 5.83 and later report it (``DisconnectReason/notReported`` before), with Core
+    /// Bluetooth's code for it: `connectionTimeout` for a supervision timeout,
+    /// `peerRemovedPairingInformation` for lost keys, `peripheralDisconnected` otherwise.
     func centralManager(
         _ central: CentralManager, didDisconnectPeripheral peripheral: Peripheral, error: (any Error)?)
 

@@ -7,7 +7,7 @@ import TestSupport
 import Testing
 
 /// A request in flight when the peripheral ends the link: bluetoothd fails it with ATT 0x0E, as
-/// it fails a request whose pairing failed (the kernel then ends the link too). bluetoothd 5.84
+/// it fails a request whose pairing failed (the kernel then ends the link too). bluetoothd 5.83
 /// and later say why the link ended (`Device1.Disconnected`): a peripheral that ended it is
 /// `peripheralDisconnected`, as Core Bluetooth reports it, not `pairingFailed`. Found by the
 /// e2e ServicesResolved race test, whose Bumble peer first ended the link as it answered a write.
@@ -20,7 +20,7 @@ import Testing
     /// Writes to a characteristic whose peripheral ends the link instead of answering, giving
     /// bluetoothd's `reason` (nil: an older bluetoothd, which gives none); returns the error.
     static func writeError(reason: String?) async throws -> BluetoothError? {
-        let bluez = try await SimulatedBlueZ.start()
+        let bluez = try await SimulatedBlueZ.start(options: .init(version: reason == nil ? .bluez5_82 : .bluez5_87))
         defer { bluez.stop() }
         let sensor = Mutex<SimulatedPeripheral?>(nil)
         let control = SimulatedCharacteristic(uuid: "FFF1", flags: ["write"], onRead: nil) {
@@ -64,7 +64,7 @@ import Testing
         #expect(error?.code == .connectionTimeout, "\(String(describing: error))")
     }
 
-    /// Before 5.84 nothing tells the two apart, and a failed pairing is the likelier cause.
+    /// Before 5.83 nothing tells the two apart, and a failed pairing is the likelier cause.
     @Test func withoutAReasonItIsTakenForAFailedPairing() async throws {
         let error = try await Self.writeError(reason: nil)
         #expect(error?.code == .pairingFailed, "\(String(describing: error))")

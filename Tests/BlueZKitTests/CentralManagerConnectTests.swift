@@ -138,11 +138,11 @@ import Testing
         #expect(fixture.delegate.links.last == "connected HRM connected")
     }
 
-    /// bluetoothd 5.84+ tells why a link ended (`Device1.Disconnected`) before `Connected` turns
+    /// bluetoothd 5.83+ tells why a link ended (`Device1.Disconnected`) before `Connected` turns
     /// false: a supervision timeout is Core Bluetooth's `connectionTimeout`, a remote user's
     /// termination `peripheralDisconnected`; the reason is used once, for that loss only.
     @Test func reportsASupervisionTimeoutAsConnectionTimeout() async throws {
-        let fixture = try await CentralFixture.make()
+        let fixture = try await CentralFixture.make(options: .init(version: .bluez5_87))
         let (sensor, peripheral) = try await Self.discoverSensor(fixture)
         fixture.central.connect(peripheral)
         try await waitUntil("connected") { fixture.delegate.links.count == 1 }

@@ -53,8 +53,9 @@ extension SimulatedBlueZ {
         }
     }
 
-    /// The bluetoothd releases the simulator can behave like (Debian 12's and Debian 13's).
-    public enum Version: String, Sendable, Hashable, CaseIterable {
+    /// The bluetoothd releases the simulator can behave like (Debian 12's, Debian 13's and
+    /// Debian forky's), oldest first.
+    public enum Version: String, Sendable, Hashable, CaseIterable, Comparable {
         /// bluetoothd 5.66: a characteristic that offers `AcquireNotify` gets one socket, for the
         /// first subscribing central, and what is written to it reaches every subscriber.
         case bluez5_66
@@ -66,6 +67,18 @@ extension SimulatedBlueZ {
         /// an LE-only adapter (``SimulatedAdapter/Configuration/dualMode`` false) such a scan does
         /// not report advertisers without a discoverable flag.
         case bluez5_82
+        /// bluetoothd 5.87: what 5.82 does, and as a link ends `Device1.Disconnected(reason,
+        /// message)` before `Connected` turns false (5.83, `device_disconnected`), with the reason
+        /// the link ended for (a peripheral's drop is `org.bluez.Reason.Remote`, one out of range
+        /// `org.bluez.Reason.Timeout`, a `Disconnect` `org.bluez.Reason.Local`, the adapter going
+        /// down `org.bluez.Reason.Unknown`). Regular discovery no longer creates a device for a
+        /// connectable advertiser without a discoverable flag (5.84).
+        case bluez5_87
+
+        /// Whether `lhs` is an older release than `rhs`.
+        public static func < (lhs: Version, rhs: Version) -> Bool {
+            allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+        }
     }
 
     /// The durations of operations that take time in a real controller and bluetoothd.

@@ -363,9 +363,9 @@ public final class SimulatedCentral: Sendable {
         if automatic { confirm() }
     }
 
-    /// Whether bluetoothd gives each central a socket of its own for `target` (5.82).
+    /// Whether bluetoothd gives each central a socket of its own for `target` (5.82 and later).
     private func hasDeviceSockets(_ target: SimulatorCore.CentralTarget) -> Bool {
-        core?.options.version == .bluez5_82 && target.characteristic.offersAcquireNotify
+        (core?.options.version ?? .bluez5_66) >= .bluez5_82 && target.characteristic.offersAcquireNotify
     }
 
     /// A bonded central's link dropped while it was subscribed to `target`: bluetoothd keeps the

@@ -152,7 +152,7 @@ public final class SimulatedPeripheral: Sendable {
     ///
     /// Coming into range completes a `Connect` that waits for it (and
     /// advertises once). Going out of range drops a connection, as a
-    /// supervision timeout does.
+    /// supervision timeout does (as 5.87, with `Device1.Disconnected` `org.bluez.Reason.Timeout`).
     public func setInRange(_ inRange: Bool) {
         let core = attachment.withLock { attachment -> SimulatorCore? in
             attachment.isInRange = inRange
@@ -161,15 +161,18 @@ public final class SimulatedPeripheral: Sendable {
         core?.rangeChanged(self)
     }
 
-    /// Drops the connection from the peripheral's side (link loss): `Connected` turns false without a `Disconnect`.
+    /// Drops the connection from the peripheral's side (link loss): `Connected` turns false without a
+    /// `Disconnect`. As ``SimulatedBlueZ/Version/bluez5_87``, `Device1.Disconnected` comes first
+    /// with `org.bluez.Reason.Remote`, what bluetoothd says when the peripheral ends the link.
     public func dropConnection() {
         attachment.withLock { $0.core }?.dropConnection(self)
     }
 
-    /// Drops the connection from the peripheral's side as ``dropConnection()`` does, first sending
-    /// `Device1.Disconnected(reason, message)` as bluetoothd 5.84 and later do (the simulator
-    /// otherwise behaves like older releases and sends none): `reason` is a name such as
-    /// `org.bluez.Reason.Timeout` or `org.bluez.Reason.Remote`.
+    /// Drops the connection from the peripheral's side as ``dropConnection()`` does, with the
+    /// `Device1.Disconnected(reason, message)` that bluetoothd 5.83 and later send first given
+    /// here: `reason` is a name such as `org.bluez.Reason.Timeout`, or one bluetoothd does not
+    /// send, for bad-input tests. Only ``SimulatedBlueZ/Version/bluez5_87`` sends the signal, as
+    /// the older releases send none.
     public func dropConnection(reason: String, message: String = "") {
         attachment.withLock { $0.core }?.dropConnection(self, reason: reason, message: message)
     }

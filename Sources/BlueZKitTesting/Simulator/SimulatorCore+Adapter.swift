@@ -156,7 +156,7 @@ extension SimulatorCore {
                 let abort = BlueZErrors.failed("le-connection-abort-by-local")
                 cancelConnectAttempt(path, error: abort)
                 cancelBonding(path, error: BlueZErrors.make("AuthenticationCanceled", "Authentication Canceled"))
-                if devices[path]?.connected == true { linkLost(path) }
+                if devices[path]?.connected == true { linkLost(path, .unknown) }
             }
             changed.append("Discovering")
             if adapter.discoverable { changed.append("Discoverable") }

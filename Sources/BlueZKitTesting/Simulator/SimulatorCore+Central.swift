@@ -65,7 +65,7 @@ extension SimulatorCore {
 
     /// The central drops the link: `Connected` turns false (the device stays, as bluetoothd keeps it a while).
     func centralDisconnected(adapter: String, address: String) {
-        run { linkLost(Self.devicePath(adapter: adapter, address: address)) }
+        run { linkLost(Self.devicePath(adapter: adapter, address: address), .remote) }
     }
 
     /// The central at `address` pairs and bonds (`Paired` and `Bonded` turn true, the bond is

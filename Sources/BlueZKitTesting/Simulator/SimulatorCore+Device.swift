@@ -43,7 +43,7 @@ extension SimulatorCore {
             let blocked = value.boolValue ?? false
             updateDevice(path) { $0.blocked = blocked }
             if blocked != device.blocked { propertiesChanged(path, Self.deviceInterface, ["Blocked"]) }
-            if blocked && device.connected { linkLost(path) }
+            if blocked && device.connected { linkLost(path, .local) }
         }
         store(path)
         reply(invocation)

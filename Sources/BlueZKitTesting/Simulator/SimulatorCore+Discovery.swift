@@ -160,8 +160,8 @@ extension SimulatorCore {
             // From 5.78 ("adapter: Create devices if they are connectable") until 5.84, a
             // connectable advertiser gets a device even when not discoverable, and nothing more:
             // its advertisement is not applied (seen on the real 5.82, not on 5.87:
-            // DiscoveryConformance). The simulator's later release is 5.82.
-            let createdAsConnectable = !discoverable && ad.isConnectable && options.version != .bluez5_66
+            // DiscoveryConformance): of the simulator's releases, 5.82 only.
+            let createdAsConnectable = !discoverable && ad.isConnectable && options.version == .bluez5_82
             guard discoverable || createdAsConnectable else { return }
             devices[path] = DeviceState(
                 path: path, adapterName: name, address: peripheral.address, addressType: peripheral.addressType)

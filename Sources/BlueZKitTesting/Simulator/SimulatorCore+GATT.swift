@@ -42,7 +42,7 @@ extension SimulatorCore {
                 // the security level), asking the default agent to authorize just-works.
                 return pairForSecurity(device.path) { [self] paired in
                     guard paired else {
-                        linkLost(device.path)
+                        linkLost(device.path, .local)
                         return reply(invocation, error: BlueZErrors.gatt(SimulatedATTError.unlikelyError.code))
                     }
                     handleGATTCall(invocation, member, path, arguments)
@@ -150,7 +150,7 @@ extension SimulatorCore {
         case .none: return nil
         case .encrypted:
             guard device.paired else {
-                linkLost(device.path)
+                linkLost(device.path, .local)
                 return .unlikelyError
             }
             return nil

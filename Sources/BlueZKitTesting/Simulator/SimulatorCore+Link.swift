@@ -125,7 +125,7 @@ extension SimulatorCore {
         guard !wasWaiting else { return }
         after(options.timing.disconnect) {
             guard self.devices[path]?.link == .connected(generation: generation) else { return }
-            self.linkLost(path)
+            self.linkLost(path, .local)
         }
     }
 
@@ -142,8 +142,10 @@ extension SimulatorCore {
 
     /// The link went down (`device_remove_connection`): `ServicesResolved` and `Connected` turn false,
     /// waiting `Disconnect` calls are answered, and without a GATT cache the GATT objects go.
-    func linkLost(_ path: ObjectPath) {
+    /// `end` is why, which 5.87 announces first (`announceLinkEnd`).
+    func linkLost(_ path: ObjectPath, _ end: LinkEnd) {
         guard devices[path]?.connected == true else { return }
+        announceLinkEnd(path, end)
         cancelBonding(path, error: BlueZErrors.make("AuthenticationCanceled", "Authentication Canceled"))
         guard let device = devices[path] else { return }
         updateDevice(path) { device in

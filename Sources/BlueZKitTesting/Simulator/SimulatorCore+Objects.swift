@@ -92,7 +92,7 @@ extension SimulatorCore {
             "Roles": .stringArray(adapter.configuration.roles),
         ]
         if let modalias = adapter.configuration.modalias { values["Modalias"] = .string(modalias) }
-        if options.version == .bluez5_82 {
+        if options.version >= .bluez5_82 {
             values["Manufacturer"] = .uint16(0x05F1)  // The Linux Foundation: btvirt's
             values["Connectable"] = .bool(adapter.powered)
         }

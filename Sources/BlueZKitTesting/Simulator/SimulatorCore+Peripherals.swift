@@ -45,7 +45,7 @@ extension SimulatorCore {
             guard let name = peripheral.attachment.withLock({ $0.core === self ? $0.adapterName : nil }) else {
                 return false
             }
-            if let path = devicePath(of: peripheral), devices[path]?.connected == true { linkLost(path) }
+            if let path = devicePath(of: peripheral), devices[path]?.connected == true { linkLost(path, .timeout) }
             air[name]?.removeAll { $0 === peripheral }
             peripheral.attachment.withLock { attachment in
                 attachment.core = nil
@@ -99,7 +99,7 @@ extension SimulatorCore {
                 report(peripheral)
                 peripheralSeen(peripheral)
             } else if let path = devicePath(of: peripheral), devices[path]?.connected == true {
-                linkLost(path)
+                linkLost(path, .timeout)
             }
         }
     }
@@ -107,11 +107,7 @@ extension SimulatorCore {
     func dropConnection(_ peripheral: SimulatedPeripheral, reason: String? = nil, message: String = "") {
         run {
             guard let path = devicePath(of: peripheral) else { return }
-            // bluetoothd 5.84+ (`device_disconnected`): the signal, then Connected=false.
-            if let reason, devices[path]?.connected == true {
-                emitSignal(path, "org.bluez.Device1", "Disconnected", [.string(reason), .string(message)])
-            }
-            linkLost(path)
+            linkLost(path, reason.map { .named($0, message) } ?? .remote)
         }
     }
 

@@ -6,7 +6,9 @@ its one characteristic (5A1E0B02-…, write) accepts a write, answers it, and 0.
 ends the link with an HCI Disconnect carrying REASON (default 0x13, remote user terminated).
 Bumble's controller passes any reason to the other side in its LL terminate indication, also
 ones a real controller would refuse to send, such as 0x08 (connection timeout): the central's
-controller reports the link ended with that reason, as if the supervision timer had run out.
+controller reports the link ended with that reason, as if the supervision timer had run out
+(Bumble's controller has no supervision timer of its own). The test uses 0x13 and 0x15 (remote
+user, power off), 0x08 and 0x1A (unsupported remote feature, which the kernel reports as unknown).
 Run with the Bumble venv's python3 (BLUEZKIT_BUMBLE_PYTHON in the guest).
 
   bumble_disconnector.py [--reason CODE] [--name NAME] [--transport T] [--timeout S]

@@ -116,15 +116,21 @@ extension EndToEndTests {
     }
 
     /// A server ends the link with a reason of its choosing, right after answering a write:
-    /// the write succeeds, then `didDisconnectPeripheral` carries a ``BluetoothError`` whose code
-    /// is Core Bluetooth's for that reason: remote user terminated (0x13) is
-    /// `peripheralDisconnected` (7), a connection timeout (0x08, what a lost supervision timer
-    /// reports) is `connectionTimeout` (6). The reason comes from bluetoothd's
-    /// `Device1.Disconnected` signal, which bluetoothd sends from 5.84 on: before, every loss of
-    /// the link is `peripheralDisconnected`, a timeout too.
+    /// the write succeeds, then `didDisconnectPeripheral` carries a ``BluetoothError`` whose
+    /// ``BluetoothError/disconnectReason`` is what bluetoothd 5.83 and later say
+    /// (`Device1.Disconnected`), with Core Bluetooth's code for it. bluetoothd names the kernel's
+    /// management reason, not the HCI code: remote user terminated (0x13) and power off (0x15) are
+    /// both `remoteHost` (`peripheralDisconnected`); connection timeout (0x08) is
+    /// `connectionTimeout` (code 6); unsupported remote feature (0x1A), which the kernel does not
+    /// map, is `unknown`. Before 5.83 nothing is said: `notReported`, `peripheralDisconnected`.
+    ///
+    /// The 0x08 case stands for a supervision timeout: Bumble's controller (0.0.236) has no
+    /// supervision timer (a Bumble link has no radio to go silent), so the peer ends the link with
+    /// 0x08 in its LL terminate indication, and the central's controller reports the Disconnection
+    /// Complete event a real supervision timeout gives, which is all the kernel and bluetoothd see.
     @Test(
         .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4),
-        arguments: [UInt8(0x13), 0x08])
+        arguments: [UInt8(0x13), 0x15, 0x08, 0x1A])
     func aRemoteDisconnectionCarriesItsReason(reason: UInt8) async throws {
         let link = try await FaultyPeerLink.connect("bumble_disconnector.py", ["--reason", "\(reason)"])
         defer { link.disconnect() }
@@ -140,11 +146,53 @@ extension EndToEndTests {
         #expect(wrote.error == nil, "the write was answered before the link ended: \(String(describing: wrote.error))")
         let error = try #require(link.recorder.first("disconnected")?.error as? BluetoothError)
         #expect(link.peripheral.state == .disconnected)
-        if reason == 0x08 && emulatedBlueZ(atLeast: "5.84") {
-            #expect(error.code == .connectionTimeout, "\(error)")
+        let expected: (DisconnectReason, String) =
+            switch reason {
+            case 0x08: (.connectionTimeout, "Connection timeout")
+            case 0x13, 0x15: (.remoteHost, "Connection terminated by remote user")
+            default: (.unknown, "Unspecified")
+            }
+        Self.expectDisconnectReason(error, expected.0, bluetoothdMessage: expected.1)
+    }
+
+    /// Another process ends the link (`Device1.Disconnect` through `dbus-send`, as
+    /// `bluetoothctl disconnect` would): this host ended it, so from 5.83 the app hears
+    /// `localHost` (bluetoothd's `disconnect_complete`), with `peripheralDisconnected`, as Core
+    /// Bluetooth reports a link another app ended; before 5.83 `notReported`.
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 4))
+    func anotherProcessEndingTheLinkIsLocalHost() async throws {
+        let link = try await FaultyPeerLink.connect("bumble_disconnector.py", [])
+        defer { link.disconnect() }
+        let adapter = try #require(BumblePeer.adapters.first)
+        let address = try #require(link.peripheral.address)
+        let path = "/org/bluez/\(adapter)/dev_" + address.replacingOccurrences(of: ":", with: "_")
+        try await Tool.output(
+            "/usr/bin/dbus-send",
+            ["--system", "--print-reply", "--dest=org.bluez", path, "org.bluez.Device1.Disconnect"])
+        try await pollUntil("the link ends", timeout: .seconds(60), diagnostics: link.diagnostics) {
+            link.recorder.count("disconnected") == 1
+        }
+        let error = try #require(link.recorder.first("disconnected")?.error as? BluetoothError)
+        #expect(link.peripheral.state == .disconnected)
+        Self.expectDisconnectReason(error, .localHost, bluetoothdMessage: "Connection terminated by local host")
+    }
+
+    /// `error` reports a link's end for `reason` with bluetoothd's `bluetoothdMessage` on 5.83 and
+    /// later, and with no reason before.
+    private static func expectDisconnectReason(
+        _ error: BluetoothError, _ reason: DisconnectReason, bluetoothdMessage: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        let report = error.underlying as? DisconnectReport
+        if emulatedBlueZ(atLeast: "5.83") {
+            #expect(error.disconnectReason == reason, "\(error)", sourceLocation: sourceLocation)
+            #expect(report?.bluetoothdMessage == bluetoothdMessage, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.code == reason.errorCode, "\(error)", sourceLocation: sourceLocation)
         } else {
-            // bluetoothd before 5.84 tells no reason (no Device1.Disconnected signal).
-            #expect(error.code == .peripheralDisconnected, "\(error)")
+            // bluetoothd before 5.83 tells no reason (no Device1.Disconnected signal).
+            #expect(error.disconnectReason == .notReported, "\(error)", sourceLocation: sourceLocation)
+            #expect(report?.bluetoothdMessage == nil, "\(error)", sourceLocation: sourceLocation)
+            #expect(error.code == .peripheralDisconnected, "\(error)", sourceLocation: sourceLocation)
         }
     }
 

@@ -79,6 +79,8 @@ package final class BlueZClient: Sendable {
         var lastStatus: AdapterStatus?
         var warnedOfFilterUUIDs = false
         var disconnectReasons: [DeviceID: Disconnection] = [:]
+        /// The `GattService1` objects under each device (`BlueZClient+AdvertisedServices.swift`).
+        var gattServices: [DeviceID: Set<ObjectPath>] = [:]
     }
     /// The client's state, on the connection's queue (checked on every access).
     let state: QueueBound<State>
@@ -105,6 +107,11 @@ package final class BlueZClient: Sendable {
     var disconnectReasons: [DeviceID: Disconnection] {
         get { state.value.disconnectReasons }
         _modify { yield &state.value.disconnectReasons }
+    }
+    /// The `GattService1` objects under each device (on the queue).
+    var gattServices: [DeviceID: Set<ObjectPath>] {
+        get { state.value.gattServices }
+        _modify { yield &state.value.gattServices }
     }
     /// The subscription to `Device1.Disconnected`, once started (any thread).
     let disconnectedSubscription = PosixMutex<DBusSubscription?>(nil)
@@ -331,6 +338,7 @@ package final class BlueZClient: Sendable {
     // MARK: On the queue
 
     private func handle(_ event: BlueZObjectCache.Event) {
+        trackGattServices(event)
         switch event {
         case .loaded, .vanished:
             adapterPath = selectAdapter()

@@ -37,6 +37,9 @@ struct DeviceState: Sendable {
     /// The bearer's `svc_resolved`: services were discovered (kept while disconnected with a GATT cache).
     var gattKnown = false
     var eirUUIDs: [String] = []
+    /// The advertised UUIDs that went into bluetoothd's profile list (`device->uuids`): every one
+    /// it collected (`device_add_eir_uuids` → `device_probe_profiles`), kept after a resolution.
+    var collectedUUIDs: [String] = []
     var gattUUIDs: [String] = []
     var manufacturerData: [UInt16: [UInt8]] = [:]
     var serviceData: [String: [UInt8]] = [:]
@@ -70,10 +73,20 @@ struct DeviceState: Sendable {
         return false
     }
 
-    /// `UUIDs` as bluetoothd 5.66 computes it (`dev_property_get_uuids`).
+    /// `UUIDs` as bluetoothd 5.66 to 5.87 computes it (`dev_property_get_uuids`): the advertised
+    /// UUIDs until the services are resolved, then the profile list.
     var uuids: [String] {
-        if gattKnown { return gattUUIDs }
-        return eirUUIDs.isEmpty ? gattUUIDs : eirUUIDs
+        if gattKnown { return profileUUIDs }
+        return eirUUIDs.isEmpty ? profileUUIDs : eirUUIDs
+    }
+
+    /// bluetoothd's `device->uuids`: the collected advertised UUIDs and the resolved primary
+    /// services, in its order (`g_slist_insert_sorted` with `bt_uuid_strcmp`, which compares the
+    /// big-endian values: the order of the lowercase 128-bit text forms).
+    var profileUUIDs: [String] {
+        var all = collectedUUIDs
+        for uuid in gattUUIDs where !all.contains(uuid) { all.append(uuid) }
+        return all.sorted()
     }
 
     /// The effective alias: the one set, else the name, else the address with dashes.

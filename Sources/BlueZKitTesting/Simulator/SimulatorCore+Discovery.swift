@@ -216,10 +216,7 @@ extension SimulatorCore {
         }
         if !device.gattKnown {
             let added = uuids.filter { !device.eirUUIDs.contains($0) }
-            if !added.isEmpty {
-                updateDevice(path) { $0.eirUUIDs += added }
-                changed.append("UUIDs")
-            }
+            if collectAdvertised(added, path) { changed.append("UUIDs") }
         }
         var manufacturer = duplicates ? [:] : device.manufacturerData
         var manufacturerChanged = false
@@ -241,11 +238,31 @@ extension SimulatorCore {
         if serviceDataChanged {
             updateDevice(path) { $0.serviceData = serviceData }
             changed.append("ServiceData")
+            // `add_service_data` adds each new or changed key to the advertised UUIDs as well.
+            if devices[path]?.gattKnown == false {
+                let keys = ad.serviceData.keys.compactMap(BluetoothText.uuid).filter { key in
+                    device.serviceData[key] != serviceData[key] || duplicates
+                }
+                let added = keys.filter { !(devices[path]?.eirUUIDs.contains($0) ?? true) }
+                if collectAdvertised(added, path), !changed.contains("UUIDs") { changed.append("UUIDs") }
+            }
         }
         if device.advertisingFlags != ad.flags {
             updateDevice(path) { $0.advertisingFlags = ad.flags }
             changed.append("AdvertisingFlags")
         }
         if !changed.isEmpty { propertiesChanged(path, Self.deviceInterface, changed) }
+    }
+
+    /// `device_add_eir_uuids`: appends `added` to the advertised UUIDs and, through
+    /// `device_probe_profiles`, to the profile list; true when `UUIDs` changed (bluetoothd
+    /// signals it only when the profile list grew).
+    private func collectAdvertised(_ added: [String], _ path: ObjectPath) -> Bool {
+        guard !added.isEmpty, let before = devices[path] else { return false }
+        updateDevice(path) { device in
+            device.eirUUIDs += added
+            device.collectedUUIDs += added.filter { !device.collectedUUIDs.contains($0) }
+        }
+        return devices[path]?.profileUUIDs != before.profileUUIDs
     }
 }

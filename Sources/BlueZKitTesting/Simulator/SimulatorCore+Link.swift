@@ -164,7 +164,14 @@ extension SimulatorCore {
         let keepCache = options.gattCache == .always || (options.gattCache == .yes && device.paired)
         if !keepCache {
             removeGATTObjects(path)
-            updateDevice(path) { $0.gattKnown = false }
+            // `gatt_service_removed` takes each service's UUID out of the profile list too.
+            let oldUUIDs = devices[path]?.uuids
+            updateDevice(path) { device in
+                device.collectedUUIDs.removeAll(where: device.gattUUIDs.contains)
+                device.gattUUIDs = []
+                device.gattKnown = false
+            }
+            if devices[path]?.uuids != oldUUIDs { propertiesChanged(path, Self.deviceInterface, ["UUIDs"]) }
         }
         if let pending = device.pendingConnect {
             updateDevice(path) { $0.pendingConnect = nil }

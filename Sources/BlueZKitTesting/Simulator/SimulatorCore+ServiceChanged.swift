@@ -75,7 +75,13 @@ extension SimulatorCore {
             }
         }
         let oldUUIDs = state.uuids
-        updateDevice(device) { $0.gattUUIDs = new.primaryUUIDs }
+        updateDevice(device) { state in
+            // `gatt_service_removed` takes a gone service's UUID out of the profile list, also
+            // when an advertisement had put it there.
+            let gone = state.gattUUIDs.filter { !new.primaryUUIDs.contains($0) }
+            state.collectedUUIDs.removeAll(where: gone.contains)
+            state.gattUUIDs = new.primaryUUIDs
+        }
         if devices[device]?.uuids != oldUUIDs { propertiesChanged(device, Self.deviceInterface, ["UUIDs"]) }
         for service in added where !service.isHidden { exportService(service, of: device, in: new) }
         updateDevice(device) { state in

@@ -30,6 +30,10 @@ extension CentralEngine {
         /// Our discovery, paused while connection attempts run (`CentralEngine+ConnectPause.swift`).
         var connectPause = ConnectPause()
         var lastSeenRSSI: [DeviceID: Int16] = [:]
+        /// The service UUIDs each device last advertised as far as bluetoothd said
+        /// (`CentralEngine+Advertisements.swift`); kept while bluetoothd's `UUIDs` shows resolved
+        /// services instead, until the device goes.
+        var advertisedServices: [DeviceID: [BluetoothUUID]] = [:]
         /// The name of each peripheral as this engine last reported it (`peripheralDidUpdateName`).
         var knownNames: [DeviceID: String] = [:]
         /// Peripherals of devices bluetoothd removed, while the app still holds them
@@ -103,6 +107,10 @@ extension CentralEngine {
     var lastSeenRSSI: [DeviceID: Int16] {
         get { state.value.lastSeenRSSI }
         _modify { yield &state.value.lastSeenRSSI }
+    }
+    var advertisedServices: [DeviceID: [BluetoothUUID]] {
+        get { state.value.advertisedServices }
+        _modify { yield &state.value.advertisedServices }
     }
     var knownNames: [DeviceID: String] {
         get { state.value.knownNames }

@@ -144,9 +144,11 @@ final class CentralEngine: Sendable {
             adapterChanged(status)
         case .deviceAdvertised(let id, let device):
             lastSeenRSSI[id] = device.rssi
+            noteAdvertisedServices(id, device)
             advertised(id, device)
             sawAdvertisement(id)
         case .deviceChanged(let id, let device, let changed):
+            if changed.contains(.uuids) { noteAdvertisedServices(id, device) }
             // Name only: bluetoothd changes Alias with it (in a separate signal) when no alias is set.
             // Compared with the name this engine last knew, not `peripheral.name`: the manager's
             // queue sets that from advertisements too, and may have done so already.
@@ -169,6 +171,7 @@ final class CentralEngine: Sendable {
             scan?.reported[id] = nil
             passiveDeviceRemoved(id)
             lastSeenRSSI[id] = nil
+            advertisedServices[id] = nil
             linkLost(id)
             abandonAttempt(id)
             updateBackgroundDiscovery()
@@ -214,10 +217,14 @@ final class CentralEngine: Sendable {
         guard let services = scan.map(\.services), let options = scan?.options, let rssi = device.rssi,
             passiveScanAdmits(id)
         else { return }
-        let data = Self.advertisementData(device)
+        let advertised = advertisedServices[id]
+        let data = Self.advertisementData(device, serviceUUIDs: advertised ?? [])
         // Core Bluetooth's rule: a peripheral that advertises one of the services, or (with the
-        // solicited-services option) solicits one of those, is reported.
-        let advertisesService = services.map { $0.contains(where: data.serviceUUIDs.contains) } ?? true
+        // solicited-services option) solicits one of those, is reported. When what the device
+        // advertised is unknown (bluetoothd resolved its services before this engine saw it), the
+        // services bluetoothd resolved stand in, so that a known device is still found.
+        let candidates = advertised ?? device.uuids.compactMap(BluetoothUUID.init(parsing:))
+        let advertisesService = services.map { $0.contains(where: candidates.contains) } ?? true
         let solicitsService = options.solicitedServiceUUIDs.contains(where: data.solicitedServiceUUIDs.contains)
         guard advertisesService || solicitsService else { return }
         if let threshold = options.rssiThreshold, Int(rssi) < threshold { return }

@@ -37,8 +37,9 @@ struct DeviceState: Sendable {
     /// The bearer's `svc_resolved`: services were discovered (kept while disconnected with a GATT cache).
     var gattKnown = false
     var eirUUIDs: [String] = []
-    /// The advertised UUIDs that went into bluetoothd's profile list (`device->uuids`): every one
-    /// it collected (`device_add_eir_uuids` → `device_probe_profiles`), kept after a resolution.
+    /// The advertised UUIDs that went into bluetoothd's profile list (`device->uuids`): from 5.69
+    /// every one it collected (`device_add_eir_uuids` → `device_probe_profiles`), kept after a
+    /// resolution; none in 5.66.
     var collectedUUIDs: [String] = []
     var gattUUIDs: [String] = []
     var manufacturerData: [UInt16: [UInt8]] = [:]

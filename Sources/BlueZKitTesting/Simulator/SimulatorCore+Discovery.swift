@@ -238,8 +238,9 @@ extension SimulatorCore {
         if serviceDataChanged {
             updateDevice(path) { $0.serviceData = serviceData }
             changed.append("ServiceData")
-            // `add_service_data` adds each new or changed key to the advertised UUIDs as well.
-            if devices[path]?.gattKnown == false {
+            // From 5.69 `add_service_data` adds each new or changed key to the advertised UUIDs
+            // as well ("profile: Add probe_on_discover flag").
+            if devices[path]?.gattKnown == false, options.version != .bluez5_66 {
                 let keys = ad.serviceData.keys.compactMap(BluetoothText.uuid).filter { key in
                     device.serviceData[key] != serviceData[key] || duplicates
                 }
@@ -254,11 +255,15 @@ extension SimulatorCore {
         if !changed.isEmpty { propertiesChanged(path, Self.deviceInterface, changed) }
     }
 
-    /// `device_add_eir_uuids`: appends `added` to the advertised UUIDs and, through
-    /// `device_probe_profiles`, to the profile list; true when `UUIDs` changed (bluetoothd
-    /// signals it only when the profile list grew).
+    /// `device_add_eir_uuids`: appends `added` to the advertised UUIDs and, from 5.69 (through
+    /// `device_probe_profiles`), to the profile list; true when bluetoothd signals `UUIDs`: in
+    /// 5.66 whenever the advertised UUIDs grew, from 5.69 only when the profile list grew.
     private func collectAdvertised(_ added: [String], _ path: ObjectPath) -> Bool {
         guard !added.isEmpty, let before = devices[path] else { return false }
+        if options.version == .bluez5_66 {
+            updateDevice(path) { $0.eirUUIDs += added }
+            return true
+        }
         updateDevice(path) { device in
             device.eirUUIDs += added
             device.collectedUUIDs += added.filter { !device.collectedUUIDs.contains($0) }

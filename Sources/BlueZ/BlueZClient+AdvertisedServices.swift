@@ -5,9 +5,9 @@ import DBus
 ///
 /// bluetoothd answers `UUIDs` (`dev_property_get_uuids` in src/device.c, the same in 5.66, 5.82
 /// and 5.87) with the advertised UUIDs it collected (`eir_uuids`) until the device's services are
-/// resolved, then with its profile list (`uuids`): every UUID it ever collected from the
-/// advertisements (`device_add_eir_uuids` adds them there too, through
-/// `device_probe_profiles`) and the resolved primary services, sorted. The resolution stays
+/// resolved, then with its profile list (`uuids`): the resolved primary services, sorted, and
+/// from 5.69 every UUID it collected from the advertisements before (`device_add_eir_uuids` adds
+/// them there too, through `device_probe_profiles`). The resolution stays
 /// (`svc_resolved`) while the GATT cache keeps the database, disconnected too (`[GATT] Cache =
 /// always`, the default), and from then on bluetoothd stops collecting advertised UUIDs
 /// (`device_add_eir_uuids` returns early). `AdvertisingData` never carries the UUID list types
@@ -18,7 +18,7 @@ extension BlueZClient {
     /// while that property holds the device's resolved GATT services instead (on the queue).
     ///
     /// The list is bluetoothd's `eir_uuids`: every UUID of the UUID list AD types (0x02 to 0x07)
-    /// and every service data key (`add_service_data` adds those too), accumulated since the
+    /// and, from 5.69, every service data key (`add_service_data`), accumulated since the
     /// device object was made or last disconnected. A device counts as resolved while it is
     /// `ServicesResolved` or has `GattService1` objects (exported from the GATT cache while
     /// disconnected), and so does a connected one: during its service discovery bluetoothd may

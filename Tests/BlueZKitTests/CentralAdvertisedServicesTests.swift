@@ -36,8 +36,11 @@ import Testing
         try await waitUntil("disconnected") { peripheral.state == .disconnected }
     }
 
-    @Test func advertisementDataAndFilterUseTheAdvertisedServicesAfterAGATTBrowse() async throws {
-        let fixture = try await CentralFixture.make()
+    @Test(arguments: [SimulatedBlueZ.Version.bluez5_66, .bluez5_82])
+    func advertisementDataAndFilterUseTheAdvertisedServicesAfterAGATTBrowse(version: SimulatedBlueZ.Version)
+        async throws
+    {
+        let fixture = try await CentralFixture.make(options: SimulatedBlueZ.Options(version: version))
         let hrm = Self.sensor()
         let lock = SimulatedPeripheral(address: "C0:FF:EE:00:00:02", name: "Lock", serviceUUIDs: ["FFF0"])
         try fixture.bluez.addPeripheral(hrm)
@@ -87,8 +90,9 @@ import Testing
     /// A central that never saw the sensor's advertisements before bluetoothd resolved its
     /// services cannot learn what it advertises (nothing on the bus says it): its advertisement
     /// data has no service UUIDs, and the resolved services stand in for the filter.
-    @Test func aLaterCentralFindsABrowsedSensorByItsResolvedServices() async throws {
-        let fixture = try await CentralFixture.make()
+    @Test(arguments: [SimulatedBlueZ.Version.bluez5_66, .bluez5_82])
+    func aLaterCentralFindsABrowsedSensorByItsResolvedServices(version: SimulatedBlueZ.Version) async throws {
+        let fixture = try await CentralFixture.make(options: SimulatedBlueZ.Options(version: version))
         let hrm = Self.sensor()
         try fixture.bluez.addPeripheral(hrm)
         let peripheral = try await firstDiscovery(
@@ -107,17 +111,20 @@ import Testing
         central.stopScan()
     }
 
-    /// bluetoothd counts each service data key among the advertised UUIDs (`add_service_data`),
-    /// so they are in the advertisement data's service UUIDs too (bluetoothd's own UUID filter
-    /// does not match them: `is_filter_match` looks at the UUID lists only).
-    @Test func serviceDataKeysCountAsAdvertisedServices() async throws {
-        let fixture = try await CentralFixture.make()
+    /// From 5.69 bluetoothd counts each service data key among the advertised UUIDs
+    /// (`add_service_data`), so they are in the advertisement data's service UUIDs too; 5.66 does
+    /// not (bluetoothd's own UUID filter never matches them: `is_filter_match` looks at the UUID
+    /// lists only).
+    @Test(arguments: [SimulatedBlueZ.Version.bluez5_66, .bluez5_82])
+    func serviceDataKeysCountAsAdvertisedServicesFrom569(version: SimulatedBlueZ.Version) async throws {
+        let fixture = try await CentralFixture.make(options: SimulatedBlueZ.Options(version: version))
         let beacon = SimulatedPeripheral(
             address: "C0:FF:EE:00:00:03", name: "Beacon", serviceUUIDs: ["FEAA"], serviceData: ["FE95": [0x01]])
         try fixture.bluez.addPeripheral(beacon)
         _ = try await firstDiscovery(fixture.central, scanningFor: nil, advertising: beacon)
         let data = try #require(fixture.delegate.discoveries(named: "Beacon").first?.data)
-        #expect(data.serviceUUIDs == [BluetoothUUID(0xFEAA), BluetoothUUID(0xFE95)])
+        let expected = version == .bluez5_66 ? [BluetoothUUID(0xFEAA)] : [BluetoothUUID(0xFEAA), BluetoothUUID(0xFE95)]
+        #expect(data.serviceUUIDs == expected)
         #expect(data.serviceData == [BluetoothUUID(0xFE95): Data([0x01])])
     }
 }

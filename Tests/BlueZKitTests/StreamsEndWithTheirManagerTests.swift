@@ -5,7 +5,8 @@ import Locking
 import TestSupport
 import Testing
 
-/// Releasing a manager ends what its async API handed out: `discoveries()`, `notifications(of:)`
+/// Releasing a manager ends what its async API handed out: `discoveries()`, `notifications(of:)`,
+/// `states()`, `disconnections()`, `subscriptions()`
 /// and `requests()` finish, and a peripheral's async call still waiting throws.
 @Suite(.timeLimit(.minutes(1))) struct StreamsEndWithTheirManagerTests {
     final class Released<Manager: AnyObject>: @unchecked Sendable {
@@ -91,5 +92,47 @@ import Testing
         }
         try await waitUntil("the manager is released") { released.isReleased }
         try await waitUntil("requests() finished") { requests.how != nil }
+    }
+
+    @Test func aReleasedCentralManagerFinishesItsStateAndDisconnectionStreams() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let released: Released<CentralManager>
+        let states: Collected<ManagerState>
+        let disconnections: Collected<CentralManager.Disconnection>
+        do {
+            let central = CentralManager(
+                delegate: nil, queue: DispatchQueue(label: "test.released.central"),
+                options: CentralManagerOptions(busAddress: bluez.busAddress))
+            released = Released(central)
+            states = Collected(central.states())
+            disconnections = Collected(central.disconnections())
+            try await waitUntil("powered on") { central.state == .poweredOn }
+        }
+        try await waitUntil("the manager is released") { released.isReleased }
+        try await waitUntil("states() finished") { states.isFinished }
+        try await waitUntil("disconnections() finished") { disconnections.isFinished }
+        #expect(states.values.last == .poweredOn)
+    }
+
+    @Test func aReleasedPeripheralManagerFinishesItsStateAndSubscriptionStreams() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let released: Released<PeripheralManager>
+        let states: Collected<ManagerState>
+        let subscriptions: Collected<PeripheralManager.Subscription>
+        do {
+            let manager = PeripheralManager(
+                delegate: nil, queue: DispatchQueue(label: "test.released.peripheral"),
+                options: PeripheralManagerOptions(busAddress: bluez.busAddress))
+            released = Released(manager)
+            states = Collected(manager.states())
+            subscriptions = Collected(manager.subscriptions())
+            try await waitUntil("powered on") { manager.state == .poweredOn }
+        }
+        try await waitUntil("the manager is released") { released.isReleased }
+        try await waitUntil("states() finished") { states.isFinished }
+        try await waitUntil("subscriptions() finished") { subscriptions.isFinished }
+        #expect(states.values.last == .poweredOn)
     }
 }

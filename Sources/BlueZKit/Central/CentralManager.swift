@@ -40,6 +40,11 @@ public final class CentralManager: Sendable {
     let deliveries = CentralDeliveryBacklog()
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
     public let pairingAgent: PairingAgent
+    /// The consumers of ``states()`` (CentralManager+Streams.swift).
+    let stateStreams = StreamBroadcast<ManagerState>(
+        bufferingNewest: CentralManager.streamBufferLimit, current: .unknown)
+    /// The consumers of ``disconnections()`` (CentralManager+Streams.swift).
+    let disconnectionStreams = StreamBroadcast<Disconnection>(bufferingNewest: CentralManager.streamBufferLimit)
 
     struct Shared {
         var state: ManagerState = .unknown
@@ -347,6 +352,7 @@ public final class CentralManager: Sendable {
                 }
             }
             delegate?.centralManagerDidUpdateState(self)
+            stateStreams.send(ifChanged: newState)
             if newState == .poweredOn { resumeRestoredScan() }
         case .restored(let peripherals, let scan):
             deliverRestoredState(peripherals, scan: scan)
@@ -362,6 +368,7 @@ public final class CentralManager: Sendable {
         case .link(let peripheral, let change):
             deliver(change, for: peripheral)
             waiters.linkChanged(peripheral, change)
+            disconnectionStreams.send(change, of: peripheral)
         case .gatt(let peripheral, let change):
             deliver(change, for: peripheral)
             waiters.gattChanged(change, peripheral: peripheral)
@@ -545,6 +552,8 @@ public final class CentralManager: Sendable {
         engine?.close()
         // What the async API handed out ends with the manager: no event can reach it any more.
         for stream in discoveries { stream.finish() }
+        stateStreams.finish()
+        disconnectionStreams.finish()
         waiters.close(BluetoothError(.notConnected, message: "the central manager is gone"))
     }
 }

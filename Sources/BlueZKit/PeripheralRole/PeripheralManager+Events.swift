@@ -20,6 +20,7 @@ extension PeripheralManager {
             }
             if changed {
                 delegate?.peripheralManagerDidUpdateState(self)
+                stateStreams.send(ifChanged: newState)
                 // Updates waiting for room try again: the state may have ended their wait.
                 updateWaiters.resumeAll()
             }
@@ -52,15 +53,18 @@ extension PeripheralManager {
             delegate?.peripheralManagerIsReady(toUpdateSubscribers: self)
             updateWaiters.resumeAll()
         case .subscription(let change, let centrals, let characteristic):
-            guard let delegate else { return }
+            let delegate = self.delegate
             for central in centrals {
                 switch change {
                 case .subscribed:
-                    delegate.peripheralManager(self, central: central, didSubscribeTo: characteristic as Characteristic)
+                    delegate?.peripheralManager(
+                        self, central: central, didSubscribeTo: characteristic as Characteristic)
                 case .unsubscribed:
-                    delegate.peripheralManager(
+                    delegate?.peripheralManager(
                         self, central: central, didUnsubscribeFrom: characteristic as Characteristic)
                 }
+                subscriptionStreams.send(
+                    Subscription(central: central, characteristic: characteristic, isSubscribed: change == .subscribed))
             }
         case .request(let request, let answeredAlready):
             deliver(request, answeredAlready: answeredAlready)

@@ -57,6 +57,10 @@ public final class PeripheralManager: Sendable {
     let reportedState = PosixMutex(ManagerState.unknown)
     /// The consumers of ``requests()``, by stream.
     let requestStreams = PosixMutex(RequestStreams())
+    /// The consumers of ``states()`` (PeripheralManager+Streams.swift).
+    let stateStreams = StreamBroadcast<ManagerState>(bufferingNewest: 256, current: .unknown)
+    /// The consumers of ``subscriptions()`` (PeripheralManager+Streams.swift).
+    let subscriptionStreams = StreamBroadcast<Subscription>(bufferingNewest: 256)
     /// Writes without response on their way to `queue`: at most 1024, holding at most 256 KiB.
     let writesWithoutResponse = WriteWithoutResponseBacklog()
     /// Linux: the manager's pairing agent; its delegate decides pairings (see ``PairingAgent``).
@@ -281,5 +285,7 @@ public final class PeripheralManager: Sendable {
     deinit {
         // No request can reach them any more.
         for stream in requestStreams.withLock({ Array($0.continuations.values) }) { stream.finish() }
+        stateStreams.finish()
+        subscriptionStreams.finish()
     }
 }

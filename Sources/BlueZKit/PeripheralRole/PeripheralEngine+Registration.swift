@@ -196,6 +196,7 @@ extension PeripheralEngine {
             if let error, (error as? BluetoothError)?.code != .operationCancelled {
                 BlueZLog.warning("could not advertise again after bluetoothd came back: \(error)")
             }
+            advertisingReported()
         }
     }
 
@@ -219,9 +220,13 @@ extension PeripheralEngine {
         await client?.currentAdapter()
     }
 
-    /// Registers the advertisement; returns the error for the delegate, if any.
+    /// Registers the advertisement; returns the error for the delegate, if any. The caller calls
+    /// ``advertisingReported()`` once it reported the result.
     func advertise(_ content: BlueZAdvertisement.Content) async -> (any Error)? {
-        let (client, stops) = sync { ($0.client, $0.advertisingStops) }
+        let (client, stops) = sync { state in
+            state.advertisementsRegistering += 1
+            return (state.client, state.advertisingStops)
+        }
         guard let client, let adapter = await adapterPath(client) else {
             return BluetoothError(.bluetoothUnavailable, message: "no adapter")
         }
@@ -262,5 +267,27 @@ extension PeripheralEngine {
                 .operationCancelled, message: "stopAdvertising() was called while the advertisement was registering")
         }
         return nil
+    }
+
+    /// The caller of ``advertise(_:)`` reported its result (to the delegate or the log): when no
+    /// other registration is under way, what waits for that runs.
+    func advertisingReported() {
+        let settled = sync { state -> [@Sendable () -> Void] in
+            state.advertisementsRegistering -= 1
+            guard state.advertisementsRegistering == 0 else { return [] }
+            defer { state.whenAdvertisingSettles = [] }
+            return state.whenAdvertisingSettles
+        }
+        for work in settled { work() }
+    }
+
+    /// Runs `work` once no advertisement is registering: at once when none is. On the bus queue.
+    func whenAdvertisingSettles(_ work: @escaping @Sendable () -> Void) {
+        let now = sync { state in
+            guard state.advertisementsRegistering > 0 else { return true }
+            state.whenAdvertisingSettles.append(work)
+            return false
+        }
+        if now { work() }
     }
 }

@@ -104,6 +104,10 @@ final class PeripheralEngine: Sendable {
         /// Counts `stopAdvertising()` calls: a registration that finds it changed was stopped
         /// while it registered, and takes its advertisement back.
         var advertisingStops = 0
+        /// `advertise` calls under way, until their callers reported them (`advertisingReported()`).
+        var advertisementsRegistering = 0
+        /// What waits until no advertisement is registering (an async stop).
+        var whenAdvertisingSettles: [@Sendable () -> Void] = []
         /// Who is connected and subscribed (see `CentralSubscriptions`).
         var subscriptions = CentralSubscriptions()
         /// Bonded centrals' subscriptions, kept across their links (see `BondedSubscriptions`).

@@ -31,6 +31,44 @@ extension PeripheralManager {
         }
     }
 
+    /// Unpublishes `service` and returns once bluetoothd no longer holds it.
+    ///
+    /// The same call as ``remove(_:)`` (`GattManager1.UnregisterApplication`; the services that
+    /// include it are registered again without it), on the same chain as ``add(_:)`` and the
+    /// other removals, so it returns after the changes made before it. Returns on the manager's
+    /// queue's schedule. Cancelling the task does not stop the removal. Core Bluetooth reports
+    /// no error for a removal, and neither does this: an unregistration bluetoothd refuses (or a
+    /// bluetoothd that is away) leaves nothing registered on this manager's side.
+    public func removeService(_ service: MutableService) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            unpublish(service) { continuation.resume() }
+        }
+    }
+
+    /// Unpublishes every service and returns once bluetoothd no longer holds any of them.
+    ///
+    /// The same call as ``removeAllServices()`` (`GattManager1.UnregisterApplication` for each
+    /// application), as ``removeService(_:)``.
+    public func removeAllServicesAndWait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            unpublishAll { continuation.resume() }
+        }
+    }
+
+    /// Stops advertising and returns once bluetoothd no longer holds the advertisement.
+    ///
+    /// The same call as ``stopAdvertising()`` (`LEAdvertisingManager1.UnregisterAdvertisement`).
+    /// A ``startAdvertising(_:)-(AdvertisementData)`` still registering is stopped too: this
+    /// returns after bluetoothd took that advertisement and gave it back, and after the
+    /// delegate's `peripheralManagerDidStartAdvertising` got `operationCancelled` for it. Returns
+    /// on the manager's queue's schedule; cancelling the task does not stop it. No error, as for
+    /// ``stopAdvertising()``.
+    public func stopAdvertisingAndWait() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            stopAdvertising { continuation.resume() }
+        }
+    }
+
     /// Linux: the machine's Bluetooth adapters, as for ``CentralManager/adapters``; the one this
     /// manager uses has ``BluetoothAdapter/isInUse``. Empty while bluetoothd is away.
     public var adapters: [BluetoothAdapter] {

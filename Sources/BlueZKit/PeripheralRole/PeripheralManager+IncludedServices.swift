@@ -56,7 +56,8 @@ extension PeripheralManager {
     /// slow registration) is undone by a later `remove`, not the other way round (the
     /// interleaving tester's seed 9022 notifySockets: remove, add, add, remove left the service
     /// registered).
-    func unpublish(_ service: MutableService) {
+    /// `done` runs on the manager's queue once bluetoothd has the applications that are wanted now.
+    func unpublish(_ service: MutableService, then done: (@Sendable () -> Void)? = nil) {
         serially {
             self.engine.sync { state in
                 state.services.removeAll { $0 === service }
@@ -64,11 +65,12 @@ extension PeripheralManager {
             }
             self.saveStateSoon()
             _ = await self.engine.reconcileApplications()
+            if let done { self.queue.async(execute: done) }
         }
     }
 
-    /// `removeAllServices()`, on the chain of service changes (see ``unpublish(_:)``).
-    func unpublishAll() {
+    /// `removeAllServices()`, on the chain of service changes (see ``unpublish(_:then:)``).
+    func unpublishAll(then done: (@Sendable () -> Void)? = nil) {
         serially {
             self.engine.sync { state in
                 state.services.removeAll()
@@ -76,6 +78,7 @@ extension PeripheralManager {
             }
             self.saveStateSoon()
             _ = await self.engine.reconcileApplications()
+            if let done { self.queue.async(execute: done) }
         }
     }
 

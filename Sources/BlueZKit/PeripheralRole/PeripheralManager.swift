@@ -199,6 +199,7 @@ public final class PeripheralManager: Sendable {
                 if error == nil { state.advertisementData = data }
             }
             self.post(.didStartAdvertising(error, saves: true, done: done))
+            self.engine.advertisingReported()
         }
     }
 
@@ -208,6 +209,13 @@ public final class PeripheralManager: Sendable {
     /// is unregistered as soon as bluetoothd took it, and the delegate's
     /// `peripheralManagerDidStartAdvertising` gets ``BluetoothError/Code/operationCancelled``.
     public func stopAdvertising() {
+        stopAdvertising(then: nil)
+    }
+
+    /// ``stopAdvertising()``, then `done` on the manager's queue once bluetoothd no longer holds
+    /// the advertisement and no registration is under way (one stopped meanwhile has taken its
+    /// advertisement back, and its delegate call came first).
+    func stopAdvertising(then done: (@Sendable () -> Void)?) {
         let (advertisement, client) = engine.sync { state in
             defer {
                 state.advertisingStops += 1
@@ -219,8 +227,12 @@ public final class PeripheralManager: Sendable {
             return (state.advertisement, state.client)
         }
         saveStateSoon()
-        guard let advertisement else { return }
-        engine.onBusQueue { await advertisement.unregister(from: await self.adapterPath(client)) }
+        guard advertisement != nil || done != nil else { return }
+        engine.onBusQueue {
+            if let advertisement { await advertisement.unregister(from: await self.adapterPath(client)) }
+            guard let done else { return }
+            self.engine.whenAdvertisingSettles { self.queue.async(execute: done) }
+        }
     }
 
     // MARK: Requests

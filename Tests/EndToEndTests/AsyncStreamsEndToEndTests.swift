@@ -66,8 +66,8 @@ extension EndToEndTests {
     /// Our peripheral on hci1, async only and without a delegate: it waits for `.poweredOn` in
     /// `states()`, publishes and advertises; our central on hci0 reads, then subscribes with
     /// `notifications(of:)`, and `subscriptions()` names the central; a value sent to that central
-    /// arrives; the central's stream ends, and `subscriptions()` reports the unsubscription by the
-    /// same central. `stopAdvertisingAndWait()` returns with bluetoothd holding no advertisement
+    /// arrives; the central unsubscribes with `setNotifyValue(false, of:)`, and `subscriptions()`
+    /// reports the unsubscription by the same central. `stopAdvertisingAndWait()` returns with bluetoothd holding no advertisement
     /// of hci1 (`ActiveInstances` 0), and releasing the manager finishes its streams.
     @Test(.loadScaledTimeLimit(minutes: 4)) func theAsyncPeripheralHearsSubscriptionsInItsStream() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
@@ -117,6 +117,8 @@ extension EndToEndTests {
             try await manager.send(Data([0x2A]), for: measurement, onSubscribedCentrals: [subscribed.central])
             try await waitUntil("the value arrived", timeout: .seconds(30)) { values.values == [Data([0x2A])] }
 
+            try await peripheral.setNotifyValue(false, of: remoteMeasurement)
+            #expect(!remoteMeasurement.isNotifying)
             values.cancel()
             try await waitUntil("unsubscribed", timeout: .seconds(30)) { subscriptions.values.count == 2 }
             let unsubscribed = subscriptions.values[1]

@@ -32,6 +32,11 @@ final class AsyncWaiters: Sendable {
         var includedServices: [Key: [Waiter<[Service]>]] = [:]
         var descriptors: [Key: [Waiter<[Descriptor]>]] = [:]
         var disconnects: [Key: [Waiter<Void>]] = [:]
+        /// Tasks waiting for a characteristic's next notification state (`setNotifyValue(_:of:)`),
+        /// and the peripheral of each such characteristic: its link's end ends them (the engine
+        /// reports no state for a subscription under way when the link ends).
+        var notifyStates: [Key: [Waiter<Void>]] = [:]
+        var notifyPeripherals: [Key: Key] = [:]
         /// Tasks waiting until a peripheral's writes without response can go at once again.
         var writeRoom: [Key: [Waiter<Void>]] = [:]
         /// Tasks waiting for the result of their write with response, by request (the waiter's
@@ -142,6 +147,14 @@ final class AsyncWaiters: Sendable {
         register(id, c, on: Key(peripheral), in: \.disconnects)
     }
 
+    @discardableResult
+    func waitForNotifyState(
+        of characteristic: Characteristic, peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>
+    ) -> Bool {
+        state.withLock { $0.notifyPeripherals[Key(characteristic)] = Key(peripheral) }
+        return register(id, c, on: Key(characteristic), in: \.notifyStates)
+    }
+
     /// On the bus queue, right after a write without response was queued and found that writes
     /// wait: the next `readyToSendWriteWithoutResponse` resumes it.
     func waitForWriteRoom(of peripheral: Peripheral, id: UInt64, _ c: CheckedContinuation<Void, any Error>) {
@@ -197,6 +210,7 @@ final class AsyncWaiters: Sendable {
             Self.cancel(id, in: &state.includedServices)
             Self.cancel(id, in: &state.descriptors)
             Self.cancel(id, in: &state.disconnects)
+            Self.cancel(id, in: &state.notifyStates)
             Self.cancel(id, in: &state.writeRoom)
             // The write goes on; its result then finds no one.
             state.writes.removeValue(forKey: id)?.resume(throwing: CancellationError())
@@ -225,6 +239,8 @@ final class AsyncWaiters: Sendable {
             Self.end(&state.includedServices, error)
             Self.end(&state.descriptors, error)
             Self.end(&state.disconnects, error)
+            Self.end(&state.notifyStates, error)
+            state.notifyPeripherals = [:]
             Self.end(&state.writeRoom, error)
             for continuation in state.writes.values { continuation.resume(throwing: error) }
             state.writes = [:]
@@ -260,9 +276,11 @@ final class AsyncWaiters: Sendable {
             for waiter in take(key, \.connects) { waiter.continuation.resume(throwing: reason) }
             for waiter in take(key, \.disconnects) { waiter.continuation.resume() }
             for waiter in take(key, \.writeRoom) { waiter.continuation.resume(throwing: reason) }
+            for waiter in takeNotifyStates(of: key) { waiter.continuation.resume(throwing: reason) }
             endStreams(of: key, reason)
         case .disconnectedReconnecting(let error):
             for waiter in take(key, \.writeRoom) { waiter.continuation.resume(throwing: error) }
+            for waiter in takeNotifyStates(of: key) { waiter.continuation.resume(throwing: error) }
             endStreams(of: key, error)
         case .connecting, .adopted, .disconnecting:
             break
@@ -292,6 +310,11 @@ final class AsyncWaiters: Sendable {
         case .rssi(let rssi, let error):
             for waiter in take(Key(peripheral), \.rssiReads) { resume(waiter.continuation, rssi, error) }
         case .notifyState(let characteristic, let notifying, let error):
+            let waiting = state.withLock { state in
+                state.notifyPeripherals[Key(characteristic)] = nil
+                return state.notifyStates.removeValue(forKey: Key(characteristic)) ?? []
+            }
+            for waiter in waiting { resume(waiter.continuation, (), error) }
             guard let error, !notifying else { return }
             let streams = state.withLock { $0.streams.removeValue(forKey: Key(characteristic)) ?? [:] }
             for stream in streams.values { stream.continuation.finish(throwing: error) }
@@ -324,6 +347,19 @@ final class AsyncWaiters: Sendable {
     private func writeFinished(_ request: UInt64, _ error: (any Error)?) {
         let waiting = state.withLock { $0.writes.removeValue(forKey: request) }
         if let waiting { resume(waiting, (), error) }
+    }
+
+    /// The waits for a notification state of `peripheral`'s characteristics.
+    private func takeNotifyStates(of peripheral: Key) -> [Waiter<Void>] {
+        state.withLock { state in
+            let characteristics = state.notifyPeripherals.filter { $0.value == peripheral }.keys
+            var taken: [Waiter<Void>] = []
+            for characteristic in characteristics {
+                state.notifyPeripherals[characteristic] = nil
+                taken += state.notifyStates.removeValue(forKey: characteristic) ?? []
+            }
+            return taken
+        }
     }
 
     private func take<Value>(_ key: Key, _ table: WritableKeyPath<State, [Key: [Waiter<Value>]]>) -> [Waiter<Value>] {

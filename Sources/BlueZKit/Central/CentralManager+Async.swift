@@ -231,6 +231,26 @@ extension Peripheral {
         }
     }
 
+    /// Subscribes to `characteristic`'s notifications or indications (`enabled` true) or ends the
+    /// subscription, and returns once the peripheral took the change.
+    ///
+    /// The same call as ``setNotifyValue(_:for:)`` (`GattCharacteristic1.AcquireNotify` or
+    /// `StartNotify`; `StopNotify`, or closing the notify socket); it returns with the
+    /// characteristic's next ``PeripheralDelegate/peripheral(_:didUpdateNotificationStateFor:error:)``,
+    /// after the delegate heard it, so ``Characteristic/isNotifying`` says the new state. The
+    /// values come to the delegate and to ``notifications(of:)``. Cancelling the task stops the
+    /// wait, not the change.
+    /// - Throws: ``ATTError`` when the peripheral refuses the change (its CCC descriptor's
+    ///   write), ``BluetoothError`` (`notConnected`, or the link's error when the link ends
+    ///   meanwhile); `CancellationError`.
+    public func setNotifyValue(_ enabled: Bool, of characteristic: Characteristic) async throws {
+        try await asyncWaiters().wait { waiters, id, continuation in
+            waiters.waitForNotifyState(of: characteristic, peripheral: self, id: id, continuation)
+        } then: {
+            setNotifyValue(enabled, for: characteristic)
+        }
+    }
+
     /// The values `characteristic` notifies or indicates, from now on.
     ///
     /// Subscribes (``setNotifyValue(_:for:)`` true) when the stream starts and unsubscribes when

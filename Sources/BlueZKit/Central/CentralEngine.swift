@@ -287,7 +287,7 @@ final class CentralEngine: Sendable {
         client.device(peripheral.deviceID)?.rssi ?? lastSeenRSSI[peripheral.deviceID]
     }
 
-    private func peripheral(for id: DeviceID, _ device: BlueZDeviceProperties) -> Peripheral {
+    func peripheral(for id: DeviceID, _ device: BlueZDeviceProperties) -> Peripheral {
         if let existing = peripherals[id] {
             if existing.addressType == nil { existing.update(address: device.address, type: device.addressType) }
             return existing

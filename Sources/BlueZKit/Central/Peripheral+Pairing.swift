@@ -13,6 +13,52 @@ extension Peripheral {
     /// Whether the pairing was kept as a bond, so it survives disconnections and restarts
     /// (`Device1.Bonded` where bluetoothd reports it, else `Paired`); false when unknown.
     public var isBonded: Bool { engine?.pairing(of: self).bonded ?? false }
+
+    /// Linux: whether bluetoothd trusts the peripheral (`Device1.Trusted`): a trusted device's
+    /// profile connections need no agent's authorization; false when unknown. Must not be
+    /// called on the manager's D-Bus queue.
+    public var isTrusted: Bool { engine?.isTrusted(self) ?? false }
+
+    /// Linux: pairs with the peripheral now, bonding (`Device1.Pair`), rather than when a
+    /// characteristic first needs encryption; returns once paired. Core Bluetooth has none.
+    ///
+    /// `Pair` goes out on the manager's own connection to bluetoothd, so the manager's agent
+    /// decides how it is authenticated when the manager has one registered
+    /// (``CentralManagerOptions/requestsDefaultPairingAgent``): its ``PairingAgentDelegate`` is
+    /// asked on the manager's queue for passkeys and comparisons, and without a delegate it pairs
+    /// just works. Without a registered agent bluetoothd asks its default agent (another
+    /// program's), or pairs just works when there is none. A peripheral that is not connected
+    /// is connected by bluetoothd for the pairing (that link is bluetoothd's: no `didConnect`).
+    /// A peripheral bonded already is success, with nothing sent over the air.
+    ///
+    /// Cancelling the task sends `Device1.CancelPairing` and throws
+    /// ``BluetoothError/Code/operationCancelled`` at once.
+    /// - Throws: ``BluetoothError``: `pairingFailed` (a passkey or comparison did not match, an
+    ///   agent or the peripheral refused, the link ended), `encryptionTimedOut`,
+    ///   `connectionFailed` (bluetoothd could not reach it), `inProgress` (a pairing or
+    ///   connection of it is under way), `unknownDevice`, `bluetoothUnavailable`,
+    ///   `operationCancelled`; the BlueZ error in ``BluetoothError/underlying``.
+    public func pair() async throws(BluetoothError) {
+        guard let engine else {
+            throw BluetoothError(.bluetoothUnavailable, message: "the peripheral's central manager was released")
+        }
+        try await engine.pair(self)
+    }
+
+    /// Linux: trusts the peripheral or stops trusting it (sets `Device1.Trusted`); returns once
+    /// bluetoothd took it, when ``isTrusted`` reads the new value. Core Bluetooth has none.
+    ///
+    /// bluetoothd keeps the setting with the device (for a bonded one, across restarts).
+    /// - Throws: ``BluetoothError``: `unknownDevice` when bluetoothd no longer knows the
+    ///   peripheral, `accessDenied`, `bluetoothUnavailable`, `operationCancelled` when the task
+    ///   was cancelled (the setting may still be made); the BlueZ error in
+    ///   ``BluetoothError/underlying``.
+    public func setTrusted(_ trusted: Bool) async throws(BluetoothError) {
+        guard let engine else {
+            throw BluetoothError(.bluetoothUnavailable, message: "the peripheral's central manager was released")
+        }
+        try await engine.setTrusted(self, trusted)
+    }
 }
 
 extension CentralManager {

@@ -73,6 +73,12 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
         /// scanning needs: bluetoothd runs without `--experimental` (`-E`), or the adapter has no
         /// LE. Linux only.
         case advertisementMonitorUnavailable = 106
+        /// Another pairing or connection of the device is under way (107): bluetoothd refuses
+        /// a second one (`org.bluez.Error.InProgress`). Linux only.
+        case inProgress = 107
+        /// bluetoothd offers the call only when started with `--experimental` (`-E`) (108), as
+        /// with `Adapter1.ConnectDevice` behind ``CentralManager/connect(toAddress:type:)``. Linux only.
+        case experimentalAPIUnavailable = 108
 
         /// A sentence describing the code, used as the default message of a
         /// ``BluetoothError``.
@@ -103,6 +109,9 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
             case .pairingFailed: "Pairing with the peripheral failed."
             case .advertisementMonitorUnavailable:
                 "bluetoothd offers no advertisement monitor (org.bluez.AdvertisementMonitorManager1) on this adapter: passive scanning needs bluetoothd started with --experimental (-E) or Experimental = true in main.conf."
+            case .inProgress: "Another pairing or connection of the device is in progress."
+            case .experimentalAPIUnavailable:
+                "bluetoothd offers this call only when started with --experimental (-E) or Experimental = true in main.conf."
             }
         }
 
@@ -133,6 +142,8 @@ public struct BluetoothError: Error, Hashable, Sendable, CustomStringConvertible
             case .restoreIdentifierInUse: "restoreIdentifierInUse"
             case .pairingFailed: "pairingFailed"
             case .advertisementMonitorUnavailable: "advertisementMonitorUnavailable"
+            case .inProgress: "inProgress"
+            case .experimentalAPIUnavailable: "experimentalAPIUnavailable"
             }
         }
     }
@@ -217,6 +228,10 @@ extension BluetoothError {
     public static var pairingFailed: Code { .pairingFailed }
     /// ``Code/advertisementMonitorUnavailable``, for `catch` patterns and comparisons with `code`. Linux only.
     public static var advertisementMonitorUnavailable: Code { .advertisementMonitorUnavailable }
+    /// ``Code/inProgress``, for `catch` patterns and comparisons with `code`. Linux only.
+    public static var inProgress: Code { .inProgress }
+    /// ``Code/experimentalAPIUnavailable``, for `catch` patterns and comparisons with `code`. Linux only.
+    public static var experimentalAPIUnavailable: Code { .experimentalAPIUnavailable }
 }
 
 extension BluetoothError.Code {

@@ -36,15 +36,22 @@ extension SimulatedBlueZ {
         /// started with `--experimental` (`-E`); false, the default, leaves it out as bluetoothd
         /// does without that flag. Monitors match as ``SimulatedAdvertisementMonitor`` describes.
         public var advertisementMonitor: Bool
+        /// Serve what bluetoothd serves when started with `--experimental` (`-E`):
+        /// `Adapter1.ConnectDevice`, and the advertisement monitor (as ``advertisementMonitor``
+        /// does alone). False, the default, answers `ConnectDevice` with D-Bus's `UnknownMethod`
+        /// as bluetoothd without the flag does.
+        public var experimental: Bool
 
         /// Options; the defaults are fast timing, bluetoothd's default cache (`always`), no
-        /// `Connected` signal for links made with `Connect`, bluetoothd 5.66, no temporary timeout
-        /// and no advertisement monitor.
+        /// `Connected` signal for links made with `Connect`, bluetoothd 5.66, no temporary timeout,
+        /// no advertisement monitor and no experimental methods.
         public init(
             timing: Timing = .fast, gattCache: GATTCache = .always, omitsConnectedSignal: Bool = true,
-            version: Version = .bluez5_66, temporaryTimeout: Duration? = nil, advertisementMonitor: Bool = false
+            version: Version = .bluez5_66, temporaryTimeout: Duration? = nil, advertisementMonitor: Bool = false,
+            experimental: Bool = false
         ) {
             self.advertisementMonitor = advertisementMonitor
+            self.experimental = experimental
             self.timing = timing
             self.gattCache = gattCache
             self.omitsConnectedSignal = omitsConnectedSignal

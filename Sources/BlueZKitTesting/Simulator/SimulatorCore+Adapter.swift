@@ -11,6 +11,7 @@ extension SimulatorCore {
         let sender = invocation.sender?.rawValue ?? ""
         if member == "GetDiscoveryFilters" { return reply(invocation, [.stringArray(DiscoveryFilter.keys)]) }
         if member == "RemoveDevice" { return removeDeviceCall(invocation, adapter, arguments.first?.objectPathValue) }
+        if member == "ConnectDevice" { return connectDeviceCall(invocation, adapter, arguments) }
         guard adapter.powered else { return reply(invocation, error: BlueZErrors.notReady) }
         switch member {
         case "StartDiscovery":

@@ -94,6 +94,7 @@ extension SimulatorCore {
             return completion(true)
         }
         let epoch = self.epoch
+        openAgentRequests[device] = (destination, agentPath)
         Task {
             var accepted = true
             do {
@@ -104,7 +105,21 @@ extension SimulatorCore {
             } catch {
                 accepted = false
             }
-            self.perform(ifEpoch: epoch) { [accepted] in completion(accepted) }
+            self.perform(ifEpoch: epoch) { [accepted] in
+                // Answered: no longer open (bluetoothd clears `agent->request` before its callback).
+                if self.openAgentRequests[device]?.agent == agentPath { self.openAgentRequests[device] = nil }
+                completion(accepted)
+            }
+        }
+    }
+
+    /// bluetoothd gave up a pairing whose agent request is still open: `Agent1.Cancel` to that
+    /// agent (`bonding_request_cancel` → `agent_cancel`), which answers it no more.
+    func cancelOpenAgentRequest(_ device: ObjectPath) {
+        guard let (owner, agent) = openAgentRequests.removeValue(forKey: device), let connection else { return }
+        Task {
+            _ = try? await connection.call(
+                destination: owner, path: agent, interface: "org.bluez.Agent1", member: "Cancel", arguments: [])
         }
     }
 }

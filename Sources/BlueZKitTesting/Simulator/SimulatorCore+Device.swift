@@ -114,6 +114,7 @@ extension SimulatorCore {
     func cancelBonding(_ path: ObjectPath, error: DBusError) {
         guard let bonding = devices[path]?.bonding else { return }
         updateDevice(path) { $0.bonding = nil }
+        cancelOpenAgentRequest(path)
         if bonding.connectsFirst, devices[path]?.pendingConnect == nil, devices[path]?.isConnecting == true {
             updateDevice(path) { $0.link = .idle }
         }

@@ -8,7 +8,7 @@ extension SimulatorCore {
     static let methodSignatures: [String: [String: String]] = [
         adapterInterface: [
             "StartDiscovery": "", "StopDiscovery": "", "SetDiscoveryFilter": "a{sv}", "GetDiscoveryFilters": "",
-            "RemoveDevice": "o",
+            "RemoveDevice": "o", "ConnectDevice": "a{sv}",
         ],
         deviceInterface: [
             "Connect": "", "Disconnect": "", "Pair": "", "CancelPairing": "", "ConnectProfile": "s",

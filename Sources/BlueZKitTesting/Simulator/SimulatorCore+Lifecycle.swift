@@ -121,6 +121,7 @@ extension SimulatorCore {
         overrides = [:]
         agents = [:]
         defaultAgents = []
+        openAgentRequests = [:]
         applications = []
         applicationNotifyCounts = [:]
         for source in applicationNotifySockets.values { source.cancel() }

@@ -60,7 +60,7 @@ extension SimulatorCore {
         if let attempt = armedAttempts[path] { tryEstablish(path, attempt: attempt) }
     }
 
-    private func establish(_ path: ObjectPath, peripheral: SimulatedPeripheral) {
+    func establish(_ path: ObjectPath, peripheral: SimulatedPeripheral) {
         let generation = makeAttemptID()
         updateDevice(path) { device in
             device.link = .connected(generation: generation)

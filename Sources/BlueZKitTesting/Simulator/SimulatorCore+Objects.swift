@@ -20,7 +20,7 @@ extension SimulatorCore {
         if path == Self.bluezPath { return ["org.bluez.AgentManager1", "org.bluez.ProfileManager1"] }
         if adapter(at: path) != nil {
             let base = [Self.adapterInterface, Self.gattManagerInterface, Self.advertisingManagerInterface]
-            return options.advertisementMonitor ? base + [Self.monitorManagerInterface] : base
+            return options.advertisementMonitor || options.experimental ? base + [Self.monitorManagerInterface] : base
         }
         if devices[path] != nil { return [Self.deviceInterface] }
         if let node = gattObjects[path] { return [node.interface] }

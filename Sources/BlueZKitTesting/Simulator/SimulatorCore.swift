@@ -46,6 +46,9 @@ final class SimulatorCore: @unchecked Sendable {
     /// bluetoothd's queue of default agents by owner, the default one first: every registered
     /// agent is in it (`SimulatorCore+DefaultAgent.swift`).
     var defaultAgents: [String] = []
+    /// The agent request open for each device's pairing (owner and agent path), which
+    /// bluetoothd cancels (`Agent1.Cancel`) when the pairing ends first (`agent_cancel`).
+    var openAgentRequests: [ObjectPath: (owner: BusName, agent: ObjectPath)] = [:]
     /// The lines bluetoothd's debug log has for changes of the default agent, oldest first
     /// ("Default agent set to OWNER PATH", "Default agent cleared"); kept across restarts.
     var defaultAgentLog: [String] = []

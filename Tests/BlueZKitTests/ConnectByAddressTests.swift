@@ -131,7 +131,7 @@ import Testing
         let source = SimulatedPeripheral(address: "D1:B0:00:00:00:05", name: "Late")
         try bluez.addPeripheral(source)
         bluez.inject(
-            .delay(.milliseconds(300)), for: SimulatedMethod(interface: "org.bluez.Adapter1", member: "ConnectDevice"))
+            .delay(.seconds(2)), for: SimulatedMethod(interface: "org.bluez.Adapter1", member: "ConnectDevice"))
         let task = Task { try await central.connect(toAddress: "D1:B0:00:00:00:05", type: .public) }
         try await waitUntil("the call reached bluetoothd") { bluez.unfiredFaultCount == 0 }
         task.cancel()

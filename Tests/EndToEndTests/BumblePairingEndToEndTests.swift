@@ -13,8 +13,9 @@ import Testing
 /// and how its SMP ended.
 ///
 /// bluetoothd asks its *default* agent about a pairing that no `Device1.Pair` call started, as
-/// here, where the read's Insufficient Authentication makes the kernel pair; BlueZKit never calls
-/// `Pair`, so a manager's delegate is asked only when its app made the agent the default
+/// here, where the read's Insufficient Authentication makes the kernel pair (`Peripheral.pair()`,
+/// tested in `BumblePairOnDemandEndToEndTests.swift`, is the exception), so a manager's delegate
+/// is asked only when its app made the agent the default
 /// (``CentralManagerOptions/requestsDefaultPairingAgent``): every test here asks.
 /// In the serialized end-to-end suite.
 extension EndToEndTests {

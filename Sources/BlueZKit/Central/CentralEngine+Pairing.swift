@@ -9,16 +9,21 @@ import Locking
 extension CentralEngine {
     // MARK: Pairing
 
-    /// `Device1.Pair` (any thread but the queue). Already bonded (`AlreadyExists`) is success.
+    /// `Device1.Pair` (any thread but the queue). Already bonded (`Device1.Bonded`, or `Paired`
+    /// before 5.68, or `AlreadyExists`) is success, with nothing sent.
     /// Cancelling the calling task sends `CancelPairing` when `Pair` went out, and ends the call
     /// at once with `operationCancelled`.
     func pair(_ peripheral: Peripheral) async throws(BluetoothError) {
         let id = peripheral.deviceID
         let sent = PosixMutex(false)
         let outcome = await runCancellable { [self] cancelled -> Result<Void, BluetoothError> in
-            guard client.device(id) != nil else {
+            guard let device = client.device(id) else {
                 return .failure(BluetoothError(.unknownDevice, message: "bluetoothd knows no device \(peripheral)"))
             }
+            // Bonded already: nothing to send. bluetoothd 5.66 would not answer AlreadyExists for
+            // an LE bond of a device it also takes for BR/EDR (`pair_device` then picks BR/EDR,
+            // whose bonding fails, and the `Pair` was never answered in the guest).
+            if device.bonded { return .success(()) }
             // Checked and marked in one turn of the queue, where the cancellation runs too: a
             // `CancelPairing` is sent only after the `Pair` it cancels.
             guard !cancelled.withLock({ $0 }) else { return .failure(Self.cancelledPairing) }

@@ -18,7 +18,8 @@ extension CentralManager {
     /// this manager has a request for the device already, pending or connected, no call is made
     /// and this waits for that request's `didConnect`. bluetoothd 5.68 and older refuse
     /// `ConnectDevice` for a device they know already (seen in a scan): then this makes one
-    /// `Device1.Connect`. Cancelling the task throws `CancellationError` at once; a link that
+    /// `Device1.Connect`. Cancelling the task throws `CancellationError` at once and ends the
+    /// link, as ``cancelPeripheralConnection(_:)`` does (also a joined request's); a link that
     /// comes up after that is disconnected.
     ///
     /// - Parameters:
@@ -66,6 +67,8 @@ extension CentralManager {
             }
         } onCancel: {
             waiters.cancel(id: id)
+            // Connected, but the caller gave up before it heard: as `connect(to:options:)`.
+            cancelPeripheralConnection(peripheral)
         }
         return peripheral
     }

@@ -29,7 +29,7 @@ extension Peripheral {
     /// just works. Without a registered agent bluetoothd asks its default agent (another
     /// program's), or pairs just works when there is none. A peripheral that is not connected
     /// is connected by bluetoothd for the pairing (that link is bluetoothd's: no `didConnect`).
-    /// A peripheral bonded already is success, with nothing sent over the air.
+    /// A peripheral bonded already (``isBonded``) is success, with nothing sent to bluetoothd.
     ///
     /// Cancelling the task sends `Device1.CancelPairing` and throws
     /// ``BluetoothError/Code/operationCancelled`` at once.

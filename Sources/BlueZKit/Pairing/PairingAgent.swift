@@ -12,8 +12,9 @@ import Locking
 /// agent, again whenever bluetoothd appears. The default agent answers the pairings of every
 /// program on the machine. Without that option nothing is registered and a delegate is never
 /// asked: bluetoothd (5.51 and later) would make any registered agent the default, at once when
-/// it is the first, or later when the agents registered before it leave; and BlueZKit never
-/// calls `Device1.Pair`, the only pairing a non-default agent is asked about.
+/// it is the first, or later when the agents registered before it leave. ``Peripheral/pair()``
+/// sends `Device1.Pair` on the manager's connection, so bluetoothd asks this agent about it
+/// when it is registered (and the default agent otherwise).
 ///
 /// Without a ``delegate`` it registers as `NoInputNoOutput` and answers only what just works
 /// needs: it accepts the just-works confirmation (`RequestAuthorization`) and refuses numeric

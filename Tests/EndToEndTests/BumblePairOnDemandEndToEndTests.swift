@@ -113,9 +113,14 @@ extension EndToEndTests {
     /// `connect(toAddress:type:)` of a Bumble peer this central never scanned for, and bluetoothd
     /// has no device of (every device forgotten first): `Adapter1.ConnectDevice` on the guest's
     /// bluetoothd (`-E`) connects it, `didConnect` comes, its services resolve, and
-    /// `cancelPeripheralConnection` ends the link.
-    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 3))
-    func connectByAddressWithoutAScan() async throws {
+    /// `cancelPeripheralConnection` ends the link. `scannedFirst`: bluetoothd knows the device
+    /// from a scan, which 5.66 (until 5.68) answers `AlreadyExists` and BlueZKit then connects
+    /// with `Device1.Connect`; later releases connect it with `ConnectDevice`. Either way the
+    /// scan's peripheral object is the one returned.
+    @Test(
+        .enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 3),
+        arguments: [false, true])
+    func connectByAddress(scannedFirst: Bool) async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let adapter = try #require(BumblePeer.adapters.first)
         let peer = try BumblePeer.start("bumble_pairing_peripheral.py", ["--timeout", "150"])
@@ -124,10 +129,18 @@ extension EndToEndTests {
             let manager = CentralManager(
                 delegate: recorder, queue: recorder.queue, options: CentralManagerOptions(adapter: adapter))
             try await waitUntil("\(adapter) powered on", timeout: .seconds(30)) { manager.state == .poweredOn }
-            #expect(manager.retrieveKnownPeripherals().isEmpty)
+            var scanned: Peripheral?
+            if scannedFirst {
+                manager.scanForPeripherals(withServices: [EndToEndTests.pairingJudgeService])
+                try await waitUntil("scanning") { manager.isScanning }
+                scanned = try await recorder.found(peer, scanningWith: manager)
+            } else {
+                #expect(manager.retrieveKnownPeripherals().isEmpty)
+            }
             let peripheral = try await manager.connect(toAddress: "F1:B0:00:00:0E:01", type: .random)
             #expect(peripheral.state == .connected)
             #expect(peripheral.address == "F1:B0:00:00:0E:01")
+            if let scanned { #expect(peripheral === scanned) }
             try await waitUntil("didConnect", timeout: .seconds(10)) { recorder.count("connected") == 1 }
             let services = try await peripheral.discoverServices(matching: [EndToEndTests.pairingJudgeService])
             #expect(services.map(\.uuid) == [EndToEndTests.pairingJudgeService], "\(peer.diagnostics())")

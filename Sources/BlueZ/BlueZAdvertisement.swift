@@ -16,12 +16,23 @@ package final class BlueZAdvertisement: Sendable {
         package var appearance: UInt16?
         package var includeTxPower: Bool
         package var discoverable: Bool
+        /// `MinInterval` and `MaxInterval` in milliseconds; both or neither (bluetoothd refuses an
+        /// advertisement with only `MinInterval`: its maximum stays 0, below the minimum).
+        package var interval: ClosedRange<UInt32>?
+        /// `TxPower` in dBm.
+        package var txPower: Int16?
+        /// `SecondaryChannel`: "1M", "2M" or "Coded".
+        package var secondaryChannel: String?
 
         package init(
             localName: String? = nil, serviceUUIDs: [String] = [], solicitUUIDs: [String] = [],
             manufacturerData: [UInt16: [UInt8]] = [:], serviceData: [String: [UInt8]] = [:],
-            appearance: UInt16? = nil, includeTxPower: Bool = false, discoverable: Bool = true
+            appearance: UInt16? = nil, includeTxPower: Bool = false, discoverable: Bool = true,
+            interval: ClosedRange<UInt32>? = nil, txPower: Int16? = nil, secondaryChannel: String? = nil
         ) {
+            self.interval = interval
+            self.txPower = txPower
+            self.secondaryChannel = secondaryChannel
             self.localName = localName
             self.serviceUUIDs = serviceUUIDs
             self.solicitUUIDs = solicitUUIDs
@@ -117,6 +128,14 @@ package final class BlueZAdvertisement: Sendable {
         if let name = content.localName { properties.append(DBusProperty("LocalName", "s", get: { .string(name) })) }
         if let appearance = content.appearance {
             properties.append(DBusProperty("Appearance", "q", get: { .uint16(appearance) }))
+        }
+        if let interval = content.interval {
+            properties.append(DBusProperty("MinInterval", "u", get: { .uint32(interval.lowerBound) }))
+            properties.append(DBusProperty("MaxInterval", "u", get: { .uint32(interval.upperBound) }))
+        }
+        if let txPower = content.txPower { properties.append(DBusProperty("TxPower", "n", get: { .int16(txPower) })) }
+        if let channel = content.secondaryChannel {
+            properties.append(DBusProperty("SecondaryChannel", "s", get: { .string(channel) }))
         }
         let interface = DBusInterface(
             BlueZNames.advertisement,

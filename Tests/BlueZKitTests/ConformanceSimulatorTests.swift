@@ -52,6 +52,19 @@ import Testing
         await peer.stop()
     }
 
+    /// An advertisement's interval, TX power and secondary channel on a legacy controller, with
+    /// `--experimental` as the guest's bluetoothd runs.
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func advertisingParameters(_ version: SimulatedBlueZ.Version) async throws {
+        let bluez = try await SimulatedBlueZ.start(
+            adapters: [.init(name: "hci0", dualMode: false)],
+            options: .init(version: version, advertisementMonitor: true))
+        defer { bluez.stop() }
+        let bluetoothd = BluetoothdUnderTest(
+            name: "simulator", version: SimulatedBluetoothd.version(version), busAddress: bluez.busAddress)
+        try await AdvertisingParametersConformance.run(bluetoothd)
+    }
+
     /// bluetoothd's queue of default agents, judged by the lines of its log.
     @Test(arguments: SimulatedBlueZ.Version.allCases)
     func defaultAgents(_ version: SimulatedBlueZ.Version) async throws {

@@ -55,6 +55,10 @@ extension EndToEndTests {
         }
     }
 
+    @Test(.loadScaledTimeLimit(minutes: 2)) func conformanceAdvertisingParameters() async throws {
+        try await AdvertisingParametersConformance.run(GuestBluetoothd.underTest())
+    }
+
     @Test(.loadScaledTimeLimit(minutes: 2)) func conformanceDefaultAgent() async throws {
         try await AgentConformance.run(GuestBluetoothd.underTest())
     }

@@ -7,8 +7,16 @@ enum AdvertisementParser {
 
     /// The advertisement, or nil when a property does not parse (bluetoothd then answers
     /// `Failed` "Failed to parse advertisement."). Properties bluetoothd ignores without
-    /// `--experimental` (`TxPower`) and the ones not simulated (`Data`, `Duration`, `DiscoverableTimeout`, intervals…) are skipped.
-    static func parse(_ properties: [String: DBusValue], owner: String, path: ObjectPath) -> SimulatedAdvertisement? {
+    /// `--experimental` (intervals and `TxPower` before 5.77) and the ones not simulated (`Data`,
+    /// `Duration`, `DiscoverableTimeout`…) are skipped.
+    ///
+    /// `honoursParameters`: whether `MinInterval`, `MaxInterval` and `TxPower` are parsed (5.77
+    /// and later, or `--experimental`); `secondaryChannels`: the controller's
+    /// `SupportedSecondaryChannels` (`parse_secondary` refuses any other).
+    static func parse(
+        _ properties: [String: DBusValue], owner: String, path: ObjectPath, honoursParameters: Bool = false,
+        secondaryChannels: [String] = []
+    ) -> SimulatedAdvertisement? {
         var advertisement = SimulatedAdvertisement(
             owner: owner, path: path.rawValue, type: "peripheral", serviceUUIDs: [], solicitUUIDs: [],
             manufacturerData: [:],
@@ -65,6 +73,36 @@ enum AdvertisementParser {
         }
         // A broadcaster shall not set the discoverable flags (Core 5.0, Vol 3, Part C).
         if advertisement.type == "broadcast" && advertisement.discoverable == true { return nil }
+        if let value = properties["SecondaryChannel"] {
+            guard let channel = value.stringValue, secondaryChannels.contains(channel) else { return nil }
+            advertisement.secondaryChannel = channel
+        }
+        guard honoursParameters else { return advertisement }
+        return parseParameters(properties, into: advertisement)
+    }
+
+    /// `parse_min_interval`, `parse_max_interval`, `parse_tx_power` and the check that the
+    /// minimum is not above the maximum (both 0 when absent: a minimum alone is refused).
+    private static func parseParameters(
+        _ properties: [String: DBusValue], into advertisement: SimulatedAdvertisement
+    ) -> SimulatedAdvertisement? {
+        var advertisement = advertisement
+        var units: [String: UInt32] = [:]
+        for name in ["MinInterval", "MaxInterval"] {
+            guard let value = properties[name] else { continue }
+            // Milliseconds to units of 0.625 ms, truncated, within 0x20...0xFFFFFF.
+            guard let milliseconds = value.uint32Value else { return nil }
+            let unit = UInt64(milliseconds) * 8 / 5
+            guard (0x20...0xFF_FFFF).contains(unit) else { return nil }
+            units[name] = UInt32(unit)
+            if name == "MinInterval" { advertisement.minimumInterval = milliseconds }
+            if name == "MaxInterval" { advertisement.maximumInterval = milliseconds }
+        }
+        if let value = properties["TxPower"] {
+            guard let power = value.int16Value, (-127...20).contains(power) else { return nil }
+            advertisement.txPower = power
+        }
+        guard units["MinInterval", default: 0] <= units["MaxInterval", default: 0] else { return nil }
         return advertisement
     }
 

@@ -33,6 +33,11 @@ public final class SimulatedAdapter: Sendable {
         /// controllers); false for an LE-only controller such as btvirt's. bluetoothd's scan type
         /// (`get_scan_type`) follows it, and with it the transport a discovery filter has by default.
         public var dualMode: Bool
+        /// Whether the controller does extended advertising with LE 2M and Coded PHYs (as Bumble's),
+        /// where btvirt's does legacy advertising only: bluetoothd then lists
+        /// `SupportedSecondaryChannels` 1M, 2M and Coded, `SupportedFeatures` CanSetTxPower and
+        /// HardwareOffload, a TX power range, and (5.82) `MaxAdvLen` 251.
+        public var extendedAdvertising: Bool = false
 
         /// A configuration; every parameter has bluetoothd 5.66's usual value.
         public init(

@@ -28,6 +28,14 @@ public struct SimulatedAdvertisement: Sendable, Hashable {
     public var discoverable: Bool?
     /// `Timeout` in seconds, if set: bluetoothd calls `Release` and drops the advertisement when it expires.
     public var timeout: UInt16?
+    /// `MinInterval` and `MaxInterval` in milliseconds as bluetoothd took them; nil when absent
+    /// or ignored (5.66 without `--experimental`).
+    public var minimumInterval: UInt32? = nil
+    public var maximumInterval: UInt32? = nil
+    /// `TxPower` in dBm as bluetoothd took it; nil when absent or ignored.
+    public var txPower: Int16? = nil
+    /// `SecondaryChannel` ("1M", "2M", "Coded"), if set.
+    public var secondaryChannel: String? = nil
 
     /// The length of the advertising data bluetoothd hands to the kernel (without what the kernel adds).
     public var dataLength: Int {
@@ -46,8 +54,8 @@ public struct SimulatedAdvertisement: Sendable, Hashable {
 
     /// How many bytes of the 31 are left for the data: the kernel adds flags (3 bytes) for a
     /// discoverable peripheral without its own flags, TX power (3) and appearance (4) when included.
-    func maximumDataLength(adapterDiscoverable: Bool) -> Int {
-        var maximum = 31
+    func maximumDataLength(adapterDiscoverable: Bool, advertisingLength: Int = 31) -> Int {
+        var maximum = advertisingLength
         if includes.contains("tx-power") { maximum -= 3 }
         if type == "peripheral" && adapterDiscoverable && discoverable != true { maximum -= 3 }
         if includes.contains("appearance") { maximum -= 4 }

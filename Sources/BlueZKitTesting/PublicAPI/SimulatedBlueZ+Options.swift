@@ -35,6 +35,9 @@ extension SimulatedBlueZ {
         /// Serve `org.bluez.AdvertisementMonitorManager1` on every adapter, as bluetoothd does when
         /// started with `--experimental` (`-E`); false, the default, leaves it out as bluetoothd
         /// does without that flag. Monitors match as ``SimulatedAdvertisementMonitor`` describes.
+        /// As `-E` does for bluetoothd 5.66, it also shows `LEAdvertisingManager1`'s
+        /// `SupportedFeatures` and `SupportedCapabilities` and makes an advertisement's
+        /// `MinInterval`, `MaxInterval` and `TxPower` count (5.82 does both without it).
         public var advertisementMonitor: Bool
         /// Serve what bluetoothd serves when started with `--experimental` (`-E`):
         /// `Adapter1.ConnectDevice`, and the advertisement monitor (as ``advertisementMonitor``

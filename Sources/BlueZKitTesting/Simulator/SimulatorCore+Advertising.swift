@@ -19,11 +19,43 @@ extension SimulatorCore {
 
     func advertisingManagerProperties(_ adapter: String) -> [String: DBusValue] {
         let active = advertisements.filter { $0.adapter == adapter }.count
-        return [
+        var values: [String: DBusValue] = [
             "ActiveInstances": .byte(UInt8(active)),
             "SupportedInstances": .byte(UInt8(max(0, Self.maximumAdvertisements - active))),
             "SupportedIncludes": .stringArray(AdvertisementParser.supportedIncludes),
         ]
+        let extended = adapters[adapter]?.configuration.extendedAdvertising ?? false
+        // `secondary_exists`: only for a controller with extended advertising.
+        if extended { values["SupportedSecondaryChannels"] = .stringArray(Self.secondaryChannels) }
+        // Experimental before 5.77 (7e028287a).
+        guard honoursAdvertisingParameters else { return values }
+        values["SupportedFeatures"] = .stringArray(extended ? ["CanSetTxPower", "HardwareOffload"] : [])
+        var capabilities: [DBusValue.DictionaryEntry] = []
+        if extended {
+            capabilities.append(.init(.string("MinTxPower"), .variant(.int16(Self.txPowerRange.lowerBound))))
+            capabilities.append(.init(.string("MaxTxPower"), .variant(.int16(Self.txPowerRange.upperBound))))
+        }
+        let length = UInt8(maximumAdvertisingLength(adapter))
+        capabilities.append(.init(.string("MaxAdvLen"), .variant(.byte(length))))
+        capabilities.append(.init(.string("MaxScnRspLen"), .variant(.byte(length))))
+        values["SupportedCapabilities"] = .dictionary(key: "s", value: "v", capabilities)
+        return values
+    }
+
+    /// The secondary channels of a controller with extended advertising (LE 1M, 2M and Coded).
+    static let secondaryChannels = ["1M", "2M", "Coded"]
+    /// The TX power range a simulated controller with extended advertising reports, in dBm.
+    static let txPowerRange: ClosedRange<Int16> = -20...10
+
+    /// Whether bluetoothd shows `SupportedCapabilities` and parses intervals and TX power: 5.77
+    /// and later, or an older one with `--experimental`.
+    var honoursAdvertisingParameters: Bool { options.version == .bluez5_82 || options.advertisementMonitor }
+
+    /// `MaxAdvLen`: the kernel's 31 bytes, or 251 for a controller with extended advertising
+    /// where bluetoothd sends longer data as extended advertising (5.76 and later: 5.82 here).
+    func maximumAdvertisingLength(_ adapter: String) -> Int {
+        let extended = adapters[adapter]?.configuration.extendedAdvertising ?? false
+        return extended && options.version == .bluez5_82 ? 251 : 31
     }
 
     func handleAdvertisingManagerCall(
@@ -93,8 +125,13 @@ extension SimulatorCore {
         guard let properties else { return hold(invocation) }
         guard
             let advertisement = AdvertisementParser.parse(
-                properties, owner: registration.owner, path: registration.path),
-            advertisement.dataLength <= advertisement.maximumDataLength(adapterDiscoverable: adapter.discoverable)
+                properties, owner: registration.owner, path: registration.path,
+                honoursParameters: honoursAdvertisingParameters,
+                secondaryChannels: adapter.configuration.extendedAdvertising ? Self.secondaryChannels : []),
+            advertisement.dataLength
+                <= advertisement.maximumDataLength(
+                    adapterDiscoverable: adapter.discoverable,
+                    advertisingLength: maximumAdvertisingLength(registration.adapter))
         else {
             advertisements.remove(at: index)
             return reply(invocation, error: BlueZErrors.failed("Failed to parse advertisement."))

@@ -201,8 +201,10 @@ extension PeripheralEngine {
     }
 
     /// What BlueZ's `LEAdvertisement1` carries for `data` (manufacturer data split into the
-    /// company identifier and the payload).
-    static func advertisementContent(_ data: AdvertisementData) -> BlueZAdvertisement.Content {
+    /// company identifier and the payload) and `options`.
+    static func advertisementContent(
+        _ data: AdvertisementData, options: AdvertisingOptions = .init()
+    ) -> BlueZAdvertisement.Content {
         var manufacturer: [UInt16: [UInt8]] = [:]
         if let bytes = data.manufacturerData, bytes.count >= 2 {
             manufacturer[UInt16(bytes[bytes.startIndex]) | UInt16(bytes[bytes.startIndex + 1]) << 8] = Array(
@@ -212,7 +214,9 @@ extension PeripheralEngine {
             localName: data.localName, serviceUUIDs: data.serviceUUIDs.map(\.bluezString),
             solicitUUIDs: data.solicitedServiceUUIDs.map(\.bluezString), manufacturerData: manufacturer,
             serviceData: Dictionary(
-                uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }))
+                uniqueKeysWithValues: data.serviceData.map { ($0.key.bluezString, Array($0.value)) }),
+            includeTxPower: options.includesTxPower, interval: options.intervalMilliseconds,
+            txPower: options.txPower.map { Int16(clamping: $0) }, secondaryChannel: options.secondaryPHY?.rawValue)
     }
 
     /// The path of the adapter `client` uses now.
@@ -237,6 +241,7 @@ extension PeripheralEngine {
                 message:
                     "the advertising data needs \(content.advertisingDataLength) bytes; this adapter takes \(maximum)")
         }
+        if let refusal = await unsupportedAdvertisingOption(content, client: client) { return refusal }
         let previous = sync { $0.advertisement }
         await previous?.unregister(from: adapter)
         let advertisement: BlueZAdvertisement
@@ -252,7 +257,7 @@ extension PeripheralEngine {
         } catch {
             // Not registered: the object must not stay exported.
             await advertisement.unregister(from: nil)
-            return BluetoothError(.unknown, message: error.description, underlying: error)
+            return Self.advertisingRefusal(error, content)
         }
         let stopped = sync { state in
             guard state.advertisingStops == stops else { return true }

@@ -136,6 +136,8 @@ final class PeripheralEngine: Sendable {
         var wantedAdvertisement: BlueZAdvertisement.Content?
         /// What is advertised, as saved for restoration.
         var advertisementData: AdvertisementData?
+        /// Linux: the advertising options it was started with, saved with it; nil for none.
+        var advertisingOptions: AdvertisingOptions?
         /// bluetoothd or the adapter went away since the last registration: registrations are gone.
         var registrationsLost = false
         /// Registrations made again after they failed (see `PeripheralManager+PublishRetry`).

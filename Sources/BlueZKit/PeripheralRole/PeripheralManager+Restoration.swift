@@ -41,24 +41,30 @@ extension PeripheralManager {
     /// Saves the current state now (on `queue`).
     func saveState() {
         guard let restoration else { return }
-        let (services, removed, advertisement) = engine.sync {
-            ($0.services, $0.inclusion.removed, $0.advertisementData)
+        let (services, removed, advertisement, options) = engine.sync {
+            ($0.services, $0.inclusion.removed, $0.advertisementData, $0.advertisingOptions)
         }
         restoration.save(
             PeripheralRestorationRecord(
-                services: Self.serviceRecords(services, excluding: removed), advertisement: advertisement))
+                services: Self.serviceRecords(services, excluding: removed), advertisement: advertisement,
+                advertisingOptions: options))
     }
 
     /// Rebuilds the saved services and advertisement, to be published again once powered on,
     /// and delivers `willRestoreState` (before any other delegate call).
     func restore(_ saved: PeripheralRestorationRecord) {
         let services = Self.restoredServices(saved.services)
+        // Options out of bluetoothd's ranges (a hand-edited file) are dropped, not sent.
+        let options = saved.advertisingOptions.flatMap { $0.invalidReason == nil ? $0 : nil }
         let subscribed = Self.allCharacteristics(of: services).filter { !($0.subscribedCentrals ?? []).isEmpty }
         engine.sync { state in
             state.restoredSubscriptions = subscribed
             state.services = services
             state.advertisementData = saved.advertisement
-            state.wantedAdvertisement = saved.advertisement.map(PeripheralEngine.advertisementContent)
+            state.advertisingOptions = options
+            state.wantedAdvertisement = saved.advertisement.map {
+                PeripheralEngine.advertisementContent($0, options: options ?? .init())
+            }
             state.registrationsLost = true
         }
         post(.willRestore(services: services, advertisement: saved.advertisement))

@@ -179,7 +179,14 @@ public final class PeripheralManager: Sendable {
 
     /// ``startAdvertising(_:)-(AdvertisementData)``, then `done` with the delegate's error (on the
     /// manager's queue, after the delegate call).
-    func startAdvertising(_ data: AdvertisementData, then done: (@Sendable ((any Error)?) -> Void)?) {
+    func startAdvertising(
+        _ data: AdvertisementData, options: AdvertisingOptions = .init(),
+        then done: (@Sendable ((any Error)?) -> Void)?
+    ) {
+        if let reason = options.invalidReason {
+            return post(
+                .didStartAdvertising(BluetoothError(.invalidParameters, message: reason), saves: false, done: done))
+        }
         let busy = engine.sync { state in
             guard !state.isAdvertising, !state.isStartingAdvertising else { return true }
             state.isStartingAdvertising = true
@@ -190,13 +197,16 @@ public final class PeripheralManager: Sendable {
                 .alreadyAdvertising, message: "already advertising: call stopAdvertising() first")
             return post(.didStartAdvertising(failure, saves: false, done: done))
         }
-        let content = PeripheralEngine.advertisementContent(data)
+        let content = PeripheralEngine.advertisementContent(data, options: options)
         engine.onBusQueue {
             let error = await self.engine.advertise(content)
             self.engine.sync { state in
                 state.isStartingAdvertising = false
                 state.isAdvertising = error == nil
-                if error == nil { state.advertisementData = data }
+                if error == nil {
+                    state.advertisementData = data
+                    state.advertisingOptions = options.isEmpty ? nil : options
+                }
             }
             self.post(.didStartAdvertising(error, saves: true, done: done))
             self.engine.advertisingReported()
@@ -223,6 +233,7 @@ public final class PeripheralManager: Sendable {
                 state.isAdvertising = false
                 state.wantedAdvertisement = nil
                 state.advertisementData = nil
+                state.advertisingOptions = nil
             }
             return (state.advertisement, state.client)
         }

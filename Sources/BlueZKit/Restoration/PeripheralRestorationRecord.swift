@@ -46,6 +46,8 @@ struct PeripheralRestorationRecord: RestorationRecord {
 
     var services: [Service] = []
     var advertisement: AdvertisementData?
+    /// The advertisement's options (Linux); nil for none, and in records saved before they existed.
+    var advertisingOptions: AdvertisingOptions? = nil
 
     var isEmpty: Bool { services.isEmpty && advertisement == nil }
 }
@@ -113,6 +115,7 @@ extension PeripheralRestorationRecord {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         services = try container.decode([Service].self, forKey: .services)
         advertisement = try container.decodeIfPresent(AdvertisementData.self, forKey: .advertisement)
+        advertisingOptions = try container.decodeIfPresent(AdvertisingOptions.self, forKey: .advertisingOptions)
         let depth = Self.includeDepth(services.map { $0.includes ?? [] })
         guard depth <= Self.maximumIncludeDepth else {
             throw DecodingError.dataCorruptedError(

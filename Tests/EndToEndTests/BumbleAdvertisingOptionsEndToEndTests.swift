@@ -24,6 +24,8 @@ extension EndToEndTests {
         try await scanner.waitForEvents("scanning", timeout: .seconds(90))
         let report = try await scanner.waitForEvents("report", timeout: .seconds(120)).first ?? [:]
         _ = try await scanner.stop()
+        // What was measured, for the log (the bounds below are loose).
+        print("bumble_advertisement_scanner (bluetoothd \(emulatedBlueZVersion)): \(report)")
         return (scanner, report)
     }
 

@@ -20,11 +20,13 @@ package struct BlueZAdvertisingCapabilities: Sendable, Hashable {
     package var includes: [String]
     /// `SupportedFeatures` ("CanSetTxPower", "HardwareOffload"); nil when absent.
     package var features: [String]?
-    /// `SupportedCapabilities["MinTxPower"]` and `["MaxTxPower"]` in dBm, when the controller reported them.
+    /// `SupportedCapabilities["MinTxPower"]` in dBm, when the controller reported it.
     package var minimumTxPower: Int16?
+    /// `SupportedCapabilities["MaxTxPower"]` in dBm, when the controller reported it.
     package var maximumTxPower: Int16?
-    /// `SupportedCapabilities["MaxAdvLen"]` and `["MaxScnRspLen"]`, when present.
+    /// `SupportedCapabilities["MaxAdvLen"]`, when present.
     package var maximumAdvertisingLength: Int?
+    /// `SupportedCapabilities["MaxScnRspLen"]`, when present.
     package var maximumScanResponseLength: Int?
     /// Whether bluetoothd parses `MinInterval`, `MaxInterval` and `TxPower` (rather than ignoring
     /// them): `SupportedCapabilities` is present.

@@ -28,9 +28,10 @@ public struct SimulatedAdvertisement: Sendable, Hashable {
     public var discoverable: Bool?
     /// `Timeout` in seconds, if set: bluetoothd calls `Release` and drops the advertisement when it expires.
     public var timeout: UInt16?
-    /// `MinInterval` and `MaxInterval` in milliseconds as bluetoothd took them; nil when absent
-    /// or ignored (5.66 without `--experimental`).
+    /// `MinInterval` in milliseconds as bluetoothd took it; nil when absent or ignored (5.66
+    /// without `--experimental`).
     public var minimumInterval: UInt32? = nil
+    /// `MaxInterval` in milliseconds as bluetoothd took it; nil when absent or ignored.
     public var maximumInterval: UInt32? = nil
     /// `TxPower` in dBm as bluetoothd took it; nil when absent or ignored.
     public var txPower: Int16? = nil

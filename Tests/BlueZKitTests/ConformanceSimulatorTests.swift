@@ -65,6 +65,19 @@ import Testing
         try await AdvertisingParametersConformance.run(bluetoothd)
     }
 
+    /// A controller with extended advertising, with `--experimental` as the guest's bluetoothd runs.
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func extendedAdvertising(_ version: SimulatedBlueZ.Version) async throws {
+        var adapter = SimulatedAdapter.Configuration(name: "hci0", dualMode: false)
+        adapter.extendedAdvertising = true
+        let bluez = try await SimulatedBlueZ.start(
+            adapters: [adapter], options: .init(version: version, advertisementMonitor: true))
+        defer { bluez.stop() }
+        let bluetoothd = BluetoothdUnderTest(
+            name: "simulator", version: SimulatedBluetoothd.version(version), busAddress: bluez.busAddress)
+        try await ExtendedAdvertisingConformance.run(bluetoothd, maximumLength: 251)
+    }
+
     /// bluetoothd's queue of default agents, judged by the lines of its log.
     @Test(arguments: SimulatedBlueZ.Version.allCases)
     func defaultAgents(_ version: SimulatedBlueZ.Version) async throws {

@@ -59,6 +59,13 @@ extension EndToEndTests {
         try await AdvertisingParametersConformance.run(GuestBluetoothd.underTest())
     }
 
+    @Test(.enabled(if: BumblePeer.available, BumblePeer.unavailable), .loadScaledTimeLimit(minutes: 2))
+    func conformanceExtendedAdvertising() async throws {
+        let adapter = try #require(BumblePeer.adapters.first)
+        // The kernel's number, which 5.66 reports too (and still takes no more than 31 bytes).
+        try await ExtendedAdvertisingConformance.run(GuestBluetoothd.underTest(adapter: adapter), maximumLength: 251)
+    }
+
     @Test(.loadScaledTimeLimit(minutes: 2)) func conformanceDefaultAgent() async throws {
         try await AgentConformance.run(GuestBluetoothd.underTest())
     }

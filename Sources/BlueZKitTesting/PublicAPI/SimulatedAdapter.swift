@@ -36,7 +36,8 @@ public final class SimulatedAdapter: Sendable {
         /// Whether the controller does extended advertising with LE 2M and Coded PHYs (as Bumble's),
         /// where btvirt's does legacy advertising only: bluetoothd then lists
         /// `SupportedSecondaryChannels` 1M, 2M and Coded, `SupportedFeatures` CanSetTxPower and
-        /// HardwareOffload, a TX power range, and (5.82) `MaxAdvLen` 251.
+        /// HardwareOffload, a TX power range and `MaxAdvLen` 251, which 5.82 takes (5.66 still
+        /// refuses more than 31 bytes).
         public var extendedAdvertising: Bool = false
 
         /// A configuration; every parameter has bluetoothd 5.66's usual value.

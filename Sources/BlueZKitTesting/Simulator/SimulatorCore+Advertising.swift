@@ -35,7 +35,8 @@ extension SimulatorCore {
             capabilities.append(.init(.string("MinTxPower"), .variant(.int16(Self.txPowerRange.lowerBound))))
             capabilities.append(.init(.string("MaxTxPower"), .variant(.int16(Self.txPowerRange.upperBound))))
         }
-        let length = UInt8(maximumAdvertisingLength(adapter))
+        // The kernel's number (MGMT Read Advertising Features), whatever bluetoothd then takes.
+        let length = UInt8(extended ? 251 : 31)
         capabilities.append(.init(.string("MaxAdvLen"), .variant(.byte(length))))
         capabilities.append(.init(.string("MaxScnRspLen"), .variant(.byte(length))))
         values["SupportedCapabilities"] = .dictionary(key: "s", value: "v", capabilities)
@@ -51,8 +52,10 @@ extension SimulatorCore {
     /// and later, or an older one with `--experimental`.
     var honoursAdvertisingParameters: Bool { options.version == .bluez5_82 || options.advertisementMonitor }
 
-    /// `MaxAdvLen`: the kernel's 31 bytes, or 251 for a controller with extended advertising
-    /// where bluetoothd sends longer data as extended advertising (5.76 and later: 5.82 here).
+    /// The advertising data bluetoothd takes: 31 bytes, or the kernel's 251 (`MaxAdvLen`) for a
+    /// controller with extended advertising where bluetoothd sends longer data as extended
+    /// advertising (5.76 and later: 5.82 here). bluetoothd 5.66 reports the kernel's 251 in
+    /// `SupportedCapabilities` all the same (seen with Bumble's controller in the guest).
     func maximumAdvertisingLength(_ adapter: String) -> Int {
         let extended = adapters[adapter]?.configuration.extendedAdvertising ?? false
         return extended && options.version == .bluez5_82 ? 251 : 31

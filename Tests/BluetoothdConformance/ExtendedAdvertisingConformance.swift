@@ -10,9 +10,11 @@ public import Testing
 public enum ExtendedAdvertisingConformance {
     static let interface = "org.bluez.LEAdvertisingManager1"
 
-    /// Runs the checks on the adapter under test; `maximumLength` is the `MaxAdvLen` expected.
+    /// Runs the checks on the adapter under test; `maximumLength` is the `MaxAdvLen` expected,
+    /// `takesLongData` whether 104 bytes of advertising data are taken.
     public static func run(
-        _ bluetoothd: BluetoothdUnderTest, maximumLength: UInt8, sourceLocation: SourceLocation = #_sourceLocation
+        _ bluetoothd: BluetoothdUnderTest, maximumLength: UInt8, takesLongData: Bool,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let client = try await BlueZCalls.open(bluetoothd, label: "conformance.extended")
         defer { client.close() }
@@ -55,5 +57,35 @@ public enum ExtendedAdvertisingConformance {
         #expect(error == nil, "\(bluetoothd): \(String(describing: error))", sourceLocation: sourceLocation)
         _ = await client.error(bluetoothd.adapterPath, interface, "UnregisterAdvertisement", [.objectPath(path)])
         client.connection.unexport(path)
+
+        // 100 bytes of manufacturer data: taken where bluetoothd sends longer data as extended
+        // advertising (5.76, ea242fbf8), refused before.
+        let long = try ObjectPath("/conformance/extended1")
+        let data: DBusValue = .dictionary(
+            key: "q", value: "v", [.init(.uint16(0xFFFF), .variant(.bytes([UInt8](repeating: 7, count: 100))))])
+        try await client.connection.export(
+            [
+                DBusInterface(
+                    "org.bluez.LEAdvertisement1", methods: [DBusMethod("Release") { $0.reply() }],
+                    properties: [
+                        DBusProperty("Type", "s", get: { .string("peripheral") }),
+                        DBusProperty("ManufacturerData", data.signature, get: { data }),
+                    ])
+            ], at: long)
+        let longError = await client.error(
+            bluetoothd.adapterPath, interface, "RegisterAdvertisement",
+            [.objectPath(long), .stringVariantDictionary([:])])
+        if takesLongData {
+            #expect(
+                longError == nil, "\(bluetoothd), 104 bytes: \(String(describing: longError))",
+                sourceLocation: sourceLocation)
+        } else {
+            #expect(
+                longError?.name == "org.bluez.Error.Failed",
+                "\(bluetoothd), 104 bytes: \(String(describing: longError))",
+                sourceLocation: sourceLocation)
+        }
+        _ = await client.error(bluetoothd.adapterPath, interface, "UnregisterAdvertisement", [.objectPath(long)])
+        client.connection.unexport(long)
     }
 }

@@ -37,8 +37,9 @@ import Testing
         }
     }
 
-    @Test func anExtendedControllerTakesEveryOption() async throws {
-        let (bluez, adapter, manager) = try await Self.start(.bluez5_82, extended: true)
+    @Test(arguments: [SimulatedBlueZ.Version.bluez5_82, .bluez5_87])
+    func anExtendedControllerTakesEveryOption(version: SimulatedBlueZ.Version) async throws {
+        let (bluez, adapter, manager) = try await Self.start(version, extended: true)
         defer { bluez.stop() }
         let options = AdvertisingOptions(
             interval: .milliseconds(100) ... .milliseconds(150), txPower: -4, includesTxPower: true,

@@ -40,8 +40,8 @@ extension SimulatedBlueZ {
         /// `MinInterval`, `MaxInterval` and `TxPower` count (5.82 does both without it).
         public var advertisementMonitor: Bool
         /// Serve what bluetoothd serves when started with `--experimental` (`-E`):
-        /// `Adapter1.ConnectDevice`, and the advertisement monitor (as ``advertisementMonitor``
-        /// does alone). False, the default, answers `ConnectDevice` with D-Bus's `UnknownMethod`
+        /// `Adapter1.ConnectDevice`, the advertisement monitor, and on 5.66 the advertising
+        /// parameters (as ``advertisementMonitor`` does alone). False, the default, answers `ConnectDevice` with D-Bus's `UnknownMethod`
         /// as bluetoothd without the flag does.
         public var experimental: Bool
 

@@ -50,15 +50,17 @@ extension SimulatorCore {
 
     /// Whether bluetoothd shows `SupportedCapabilities` and parses intervals and TX power: 5.77
     /// and later, or an older one with `--experimental`.
-    var honoursAdvertisingParameters: Bool { options.version == .bluez5_82 || options.advertisementMonitor }
+    var honoursAdvertisingParameters: Bool {
+        options.version >= .bluez5_82 || options.experimental || options.advertisementMonitor
+    }
 
     /// The advertising data bluetoothd takes: 31 bytes, or the kernel's 251 (`MaxAdvLen`) for a
     /// controller with extended advertising where bluetoothd sends longer data as extended
-    /// advertising (5.76 and later: 5.82 here). bluetoothd 5.66 reports the kernel's 251 in
+    /// advertising (5.76 and later: 5.82 and 5.87 here). bluetoothd 5.66 reports the kernel's 251 in
     /// `SupportedCapabilities` all the same (seen with Bumble's controller in the guest).
     func maximumAdvertisingLength(_ adapter: String) -> Int {
         let extended = adapters[adapter]?.configuration.extendedAdvertising ?? false
-        return extended && options.version == .bluez5_82 ? 251 : 31
+        return extended && options.version >= .bluez5_82 ? 251 : 31
     }
 
     func handleAdvertisingManagerCall(

@@ -23,14 +23,23 @@ import Testing
         return service
     }
 
-    @Test func removalsReturnOnceBluetoothdDroppedTheServices() async throws {
+    /// A simulated bluetoothd and a peripheral manager on it, powered on; stop the bluetoothd after.
+    static func poweredOnManager() async throws -> (SimulatedBlueZ, Recorder, PeripheralManager, SimulatedAdapter) {
         let bluez = try await SimulatedBlueZ.start()
-        defer { bluez.stop() }
         let recorder = Recorder()
         let manager = PeripheralManager(
             delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
         for await state in manager.states() where state == .poweredOn { break }
         let adapter = try #require(bluez.adapters.first)
+        return (bluez, recorder, manager, adapter)
+    }
+
+    @Test func removalsReturnOnceBluetoothdDroppedTheServices() async throws {
+        let (bluez, recorder, manager, adapter) = try await Self.poweredOnManager()
+        defer {
+            bluez.stop()
+            withExtendedLifetime(recorder) {}
+        }
         let (first, second, third) = (Self.service(0xFF10), Self.service(0xFF20), Self.service(0xFF30))
         for service in [first, second, third] { try await manager.addService(service) }
         #expect(adapter.registeredApplications.count == 3)
@@ -48,13 +57,8 @@ import Testing
     }
 
     @Test func stopAdvertisingAndWaitReturnsOnceBluetoothdDroppedTheAdvertisement() async throws {
-        let bluez = try await SimulatedBlueZ.start()
+        let (bluez, recorder, manager, adapter) = try await Self.poweredOnManager()
         defer { bluez.stop() }
-        let recorder = Recorder()
-        let manager = PeripheralManager(
-            delegate: recorder, queue: recorder.queue, options: PeripheralManagerOptions(busAddress: bluez.busAddress))
-        for await state in manager.states() where state == .poweredOn { break }
-        let adapter = try #require(bluez.adapters.first)
         try await manager.startAdvertising(with: AdvertisementData(localName: "Stop"))
         #expect(adapter.registeredAdvertisements.count == 1)
 

@@ -16,6 +16,13 @@ extension EndToEndTests {
             "heart-rate-peripheral", ["--json", "--adapter", "hci1", "--name", "E2E HRM", "--interval-ms", "300"],
             busAddress: nil)
         try await peripheral.waitForEvents("advertising", timeout: .seconds(30))
+        try await Self.expectHeartRateSession(central: central, peripheral: peripheral)
+    }
+
+    /// What a heart-rate-central run with `--count 3` against heart-rate-peripheral shows once both
+    /// are started: connected, the sensor location (chest), three plausible readings, the central's
+    /// exit 0, the peripheral's subscription to 0x2A37 and its clean stop, no error from either.
+    static func expectHeartRateSession(central: ExampleProgram, peripheral: ExampleProgram) async throws {
         try await central.waitForEvents("connected", timeout: .seconds(60))
         let location = try await central.waitForEvents("sensorLocation", timeout: .seconds(30))
         #expect(location.first?["value"] as? Int == 1)

@@ -82,17 +82,7 @@ extension EndToEndTests {
         #expect(asCentral.groups.isEmpty)
         #expect(asCentral.capabilities == 0)
 
-        try await central.waitForEvents("connected", timeout: .seconds(60))
-        let location = try await central.waitForEvents("sensorLocation", timeout: .seconds(30))
-        #expect(location.first?["value"] as? Int == 1)
-        let readings = try await central.waitForEvents("heartRate", count: 3, timeout: .seconds(60))
-        #expect(readings.allSatisfy { (45...190).contains($0["bpm"] as? Int ?? 0) })
-        try await pollUntil("the central exits after --count", timeout: .seconds(30)) { central.status != nil }
-        #expect(central.status == 0, "\(central.diagnostics())")
-        let subscribed = try await peripheral.waitForEvents("subscribed")
-        #expect(subscribed.contains { $0["characteristic"] as? String == "2A37" })
-        #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
-        #expect(central.events("error").isEmpty && peripheral.events("error").isEmpty)
+        try await Self.expectHeartRateSession(central: central, peripheral: peripheral)
     }
 
     /// uart-bridge through an L2CAP channel, both ends as `nobody` in the `bluetooth` group: the

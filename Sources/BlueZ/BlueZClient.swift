@@ -8,8 +8,8 @@ import Locking
 ///
 /// Threading: events are delivered on the connection's queue, in bus order,
 /// after `cache` was updated. `Sendable` as the compiler checks it: `adapterPath`,
-/// `lastStatus`, `warnedOfFilterUUIDs` and `disconnectReasons` are in a `QueueBound` that
-/// checks that queue on every access.
+/// `lastStatus`, `warnedOfFilterUUIDs`, `disconnectReasons`, `gattServices` and `batteryLevels`
+/// are in a `QueueBound` that checks that queue on every access.
 package final class BlueZClient: Sendable {
     /// An opaque handle on one remote device, so that the layer above can keep
     /// devices apart without knowing BlueZ's object paths.
@@ -64,12 +64,15 @@ package final class BlueZClient: Sendable {
         /// (``routeValues(of:to:)``). The attribute's device, when there is one, is
         /// `AttributeID.device`: not looked for here.
         case valueChanged(AttributeID, [UInt8])
+        /// The device's battery level changed (`Battery1.Percentage`, 0 to 100), or it has none
+        /// any more (nil: the link ended, or bluetoothd went away): `BlueZClient+Battery.swift`.
+        case batteryChanged(DeviceID, percentage: Int?)
     }
 
     let connection: DBusConnection
     /// `hciN`, an adapter address, or nil for the first adapter.
     package let adapterSelector: String?
-    private let events: @Sendable (Event) -> Void
+    let events: @Sendable (Event) -> Void
     /// bluetoothd's object tree, as this client follows it.
     package let cache: BlueZObjectCache
 
@@ -81,6 +84,8 @@ package final class BlueZClient: Sendable {
         var disconnectReasons: [DeviceID: Disconnection] = [:]
         /// The `GattService1` objects under each device (`BlueZClient+AdvertisedServices.swift`).
         var gattServices: [DeviceID: Set<ObjectPath>] = [:]
+        /// The battery level last reported per device (`BlueZClient+Battery.swift`).
+        var batteryLevels: [DeviceID: Int] = [:]
     }
     /// The client's state, on the connection's queue (checked on every access).
     let state: QueueBound<State>
@@ -112,6 +117,11 @@ package final class BlueZClient: Sendable {
     var gattServices: [DeviceID: Set<ObjectPath>] {
         get { state.value.gattServices }
         _modify { yield &state.value.gattServices }
+    }
+    /// The battery level last reported per device (on the queue).
+    var batteryLevels: [DeviceID: Int] {
+        get { state.value.batteryLevels }
+        _modify { yield &state.value.batteryLevels }
     }
     /// The subscription to `Device1.Disconnected`, once started (any thread).
     let disconnectedSubscription = PosixMutex<DBusSubscription?>(nil)
@@ -339,6 +349,7 @@ package final class BlueZClient: Sendable {
 
     private func handle(_ event: BlueZObjectCache.Event) {
         trackGattServices(event)
+        trackBatteries(event)
         switch event {
         case .loaded, .vanished:
             adapterPath = selectAdapter()

@@ -18,4 +18,5 @@ package enum BlueZNames {
     static let advertisement: InterfaceName = "org.bluez.LEAdvertisement1"
     static let agentManager: InterfaceName = "org.bluez.AgentManager1"
     static let agent: InterfaceName = "org.bluez.Agent1"
+    static let battery: InterfaceName = "org.bluez.Battery1"
 }

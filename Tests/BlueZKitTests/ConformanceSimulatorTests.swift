@@ -44,6 +44,15 @@ import Testing
     }
 
     @Test(arguments: SimulatedBlueZ.Version.allCases)
+    func batteryOfAConnectedDevice(_ version: SimulatedBlueZ.Version) async throws {
+        let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
+        defer { bluez.stop() }
+        let peer = SimulatedConformancePeer(bluez)
+        try await BatteryConformance.run(bluetoothd, peer: peer)
+        await peer.stop()
+    }
+
+    @Test(arguments: SimulatedBlueZ.Version.allCases)
     func unbondedSubscriptionAcrossALinkLoss(_ version: SimulatedBlueZ.Version) async throws {
         let (bluez, bluetoothd) = try await SimulatedBluetoothd.start(version)
         defer { bluez.stop() }

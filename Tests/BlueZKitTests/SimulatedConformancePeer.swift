@@ -23,19 +23,18 @@ enum SimulatedBluetoothd {
     }
 }
 
-/// A simulated peripheral (advertising without a discoverable flag, with a Heart Rate service)
-/// and, for the peripheral-role bodies, a simulated central on the same adapter.
+/// A simulated peripheral (advertising without a discoverable flag, with a Heart Rate service and
+/// a Battery service whose level falls while notified, as `example-gatt-server`'s) and, for the
+/// peripheral-role bodies, a simulated central on the same adapter.
 final class SimulatedConformancePeer: ConformancePeer {
     static let peripheralAddress = "C0:FF:EE:C0:FF:01"
     static let centralAddress = "C0:FF:EE:C0:FF:02"
 
     let bluez: SimulatedBlueZ
-    let peripheral = SimulatedPeripheral(
-        address: peripheralAddress, name: "conformance", serviceUUIDs: ["180D"], advertisingFlags: 0x04,
-        services: [
-            SimulatedService(
-                uuid: "180D", characteristics: [SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])])
-        ])
+    /// Battery Level, 100 at first; lowered by 2 every 50 ms while notified (``startGATTServer()``).
+    let batteryLevel: SimulatedCharacteristic
+    let peripheral: SimulatedPeripheral
+    private let drain = PosixMutex<Task<Void, Never>?>(nil)
     /// The same address as a broadcaster (not connectable), for ``startBroadcasting()``.
     let broadcaster = SimulatedPeripheral(
         address: peripheralAddress, name: "conformance", serviceUUIDs: ["180D"], advertisingFlags: 0x04,
@@ -44,7 +43,18 @@ final class SimulatedConformancePeer: ConformancePeer {
     private let central = PosixMutex<SimulatedCentral?>(nil)
     private let subscriptions = PosixMutex<[AsyncStream<[UInt8]>]>([])
 
-    init(_ bluez: SimulatedBlueZ) { self.bluez = bluez }
+    init(_ bluez: SimulatedBlueZ) {
+        self.bluez = bluez
+        let level = SimulatedCharacteristic(uuid: "2A19", flags: ["read", "notify"], value: [100])
+        batteryLevel = level
+        peripheral = SimulatedPeripheral(
+            address: Self.peripheralAddress, name: "conformance", serviceUUIDs: ["180D"], advertisingFlags: 0x04,
+            services: [
+                SimulatedService(
+                    uuid: "180D", characteristics: [SimulatedCharacteristic(uuid: "2A37", flags: ["notify"])]),
+                SimulatedService(uuid: "180F", characteristics: [level]),
+            ])
+    }
 
     var address: String { Self.peripheralAddress }
 
@@ -61,7 +71,20 @@ final class SimulatedConformancePeer: ConformancePeer {
         }
     }
 
-    func startGATTServer() async throws { try await startAdvertising() }
+    func startGATTServer() async throws {
+        try await startAdvertising()
+        let level = batteryLevel
+        drain.withLock { task in
+            guard task == nil else { return }
+            task = Task {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(50))
+                    guard level.isNotifying, let current = level.value.first else { continue }
+                    level.notify([current >= 2 ? current - 2 : 0])
+                }
+            }
+        }
+    }
 
     func startBroadcasting() async throws {
         guard !added.withLock({ $0 }) else { throw SimulatedBlueZError(.alreadyExists, "already advertising") }
@@ -99,6 +122,7 @@ final class SimulatedConformancePeer: ConformancePeer {
     }
 
     func stop() async {
+        drain.withLock { $0 }?.cancel()
         await central.withLock({ $0 })?.disconnect()
         subscriptions.withLock { $0.removeAll() }
     }

@@ -37,6 +37,12 @@ public struct BusSignal: Sendable, CustomStringConvertible {
         return (arguments[1].dictionaryEntries ?? []).compactMap { $0.key.stringValue }
     }
 
+    /// For `InterfacesRemoved`: the interfaces' names.
+    public var removedInterfaces: [String] {
+        guard member == "InterfacesRemoved", arguments.count > 1 else { return [] }
+        return arguments[1].stringArrayValue ?? []
+    }
+
     /// For `PropertiesChanged`: the changed properties, unwrapped.
     package var changed: [String: DBusValue] {
         guard member == "PropertiesChanged", arguments.count > 1 else { return [:] }

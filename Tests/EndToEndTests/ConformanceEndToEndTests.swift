@@ -41,6 +41,12 @@ extension EndToEndTests {
         try await withPeer(peer) { try await GATTConformance.run(GuestBluetoothd.underTest(), peer: peer) }
     }
 
+    @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceBatteryOfAConnectedDevice() async throws {
+        try await ExamplePeripheral.forgetKnownDevices()
+        let peer = try GuestConformancePeer()
+        try await withPeer(peer) { try await BatteryConformance.run(GuestBluetoothd.underTest(), peer: peer) }
+    }
+
     @Test(.loadScaledTimeLimit(minutes: 4)) func conformanceUnbondedSubscriptionAcrossALinkLoss() async throws {
         try await ExamplePeripheral.forgetKnownDevices()
         let peer = try GuestConformancePeer()

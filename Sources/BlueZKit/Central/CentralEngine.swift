@@ -180,6 +180,8 @@ final class CentralEngine: Sendable {
             gattObjectsChanged(id, removed: removed)
         case .valueChanged(let attribute, let bytes):
             valueChanged(attribute, bytes)
+        case .batteryChanged(let id, let percentage):
+            if let peripheral = peripherals[id] { manager?.post(.gatt(peripheral, .batteryLevel(percentage))) }
         }
     }
 
@@ -301,6 +303,7 @@ final class CentralEngine: Sendable {
             adapterAddress: adapterAddress, deviceAddress: device.address ?? "\(id)")
         let peripheral = Peripheral(identifier: identifier, deviceID: id, name: device.name, engine: self)
         peripheral.update(address: device.address, type: device.addressType)
+        peripheral.update(batteryLevel: client.batteryPercentage(id))
         peripherals[id] = peripheral
         knownNames[id] = device.name
         return peripheral

@@ -283,6 +283,8 @@ public final class CentralManager: Sendable {
         case name(String)
         /// Writes without response that waited have gone out.
         case readyToSendWriteWithoutResponse
+        /// bluetoothd's reading of the peripheral's battery level changed (`Battery1`).
+        case batteryLevel(Int?)
     }
 
     /// A change of a peripheral's connection.
@@ -500,6 +502,10 @@ public final class CentralManager: Sendable {
             delegate?.peripheralDidUpdateName(peripheral)
         case .readyToSendWriteWithoutResponse:
             delegate?.peripheralIsReady(toSendWriteWithoutResponse: peripheral)
+        case .batteryLevel(let level):
+            guard peripheral.batteryLevel != level else { return }
+            peripheral.update(batteryLevel: level)
+            delegate?.peripheral(peripheral, didUpdateBatteryLevel: level)
         }
     }
 

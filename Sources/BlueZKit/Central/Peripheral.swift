@@ -19,7 +19,7 @@ public final class Peripheral: Sendable, Hashable, CustomStringConvertible {
     let deviceID: DeviceID
     /// The engine of the manager that made the peripheral; gone with that manager.
     weak let engine: CentralEngine?
-    private let mutable: PosixMutex<State>
+    let mutable: PosixMutex<State>
     // The delegate, held weakly and typed (a cast from `AnyObject` on every event would cost a
     // conformance lookup), behind its own lock.
     private let delegateReference = WeakDelegate(DelegateReference())
@@ -43,6 +43,8 @@ public final class Peripheral: Sendable, Hashable, CustomStringConvertible {
         var readyOwed = false
         /// When the next ``readRSSI()`` may be answered (see ``rssiReadInterval``).
         var nextRSSIAnswer: DispatchTime?
+        /// bluetoothd's `Battery1.Percentage` (``Peripheral/batteryLevel``).
+        var batteryLevel: Int?
     }
 
     /// The least time between two answers to ``readRSSI()`` for one peripheral: a radio

@@ -58,6 +58,12 @@ public protocol PeripheralDelegate: AnyObject {
     /// ``Peripheral/openL2CAPChannel(_:)`` finished: the open channel, or the error (see
     /// Peripheral+L2CAP.swift).
     func peripheral(_ peripheral: Peripheral, didOpen channel: L2CAPChannel?, error: (any Error)?)
+    /// Linux: the peripheral's ``Peripheral/batteryLevel`` changed — bluetoothd read its Battery
+    /// Level or was notified of a new one — or is unknown again (nil, once the link ended).
+    ///
+    /// Called on the manager's queue, after ``Peripheral/batteryLevel`` took the new value. Core
+    /// Bluetooth has no such call (an iOS app reads Battery Level `2A19` itself).
+    func peripheral(_ peripheral: Peripheral, didUpdateBatteryLevel level: Int?)
 }
 
 extension PeripheralDelegate {
@@ -103,4 +109,6 @@ extension PeripheralDelegate {
     public func peripheral(_ peripheral: Peripheral, didModifyServices invalidatedServices: [Service]) {}
     /// Does nothing.
     public func peripheralIsReady(toSendWriteWithoutResponse peripheral: Peripheral) {}
+    /// Does nothing.
+    public func peripheral(_ peripheral: Peripheral, didUpdateBatteryLevel level: Int?) {}
 }

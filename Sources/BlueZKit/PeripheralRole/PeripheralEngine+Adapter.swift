@@ -20,7 +20,7 @@ extension PeripheralEngine {
             guard let address = id.address else { break }
             centralLinkChanged(address: address, connected: false, bonded: false)
             centralBondRemoved(address: address)
-        case .deviceAdvertised, .gattObjectsChanged, .valueChanged: break
+        case .deviceAdvertised, .gattObjectsChanged, .valueChanged, .batteryChanged: break
         }
     }
 

@@ -61,6 +61,12 @@ struct DeviceState: Sendable {
     var bonding: Bonding?
     /// The peripheral's CCCD values by characteristic value handle, for this connection.
     var clientConfigurations: [UInt16: UInt16] = [:]
+    /// bluetoothd's battery plugin on this connection (`SimulatorCore+Battery.swift`): the Battery
+    /// Level's value handle it subscribed to, and whether `Battery1` is exported.
+    var batteryLevelHandle: UInt16?
+    var batteryExported = false
+    /// `Battery1.Percentage` (absent until a level of 0 to 100 was read or notified).
+    var batteryPercentage: UInt8?
 
     init(path: ObjectPath, adapterName: String, address: String, addressType: SimulatedAddressType) {
         self.path = path

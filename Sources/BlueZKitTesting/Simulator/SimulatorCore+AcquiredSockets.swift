@@ -149,7 +149,8 @@ extension SimulatorCore {
         {
             updateCharacteristic(node.path) { $0.notifyClients.removeAll { $0 == owner } }
             if devices[node.device]?.link == .connected(generation: io.generation),
-                characteristicNode(node.path)?.notifyClients.isEmpty == true
+                characteristicNode(node.path)?.notifyClients.isEmpty == true,
+                !batteryHolds(node.device, handle: node.valueHandle)
             {
                 updateDevice(node.device) { $0.clientConfigurations[node.valueHandle] = nil }
             }

@@ -122,7 +122,7 @@ extension SimulatorCore {
         reply(invocation, [.bytes(bytes)])
     }
 
-    private func serveRead(
+    func serveRead(
         _ handler: SimulatedCharacteristic.ReadHandler?, _ storage: PosixMutex<[UInt8]>, _ flags: AttributeFlags,
         _ offset: Int,
         device: DeviceState

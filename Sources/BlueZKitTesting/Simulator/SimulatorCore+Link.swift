@@ -106,6 +106,7 @@ extension SimulatorCore {
         updateDevice(path) { $0.servicesResolved = true }
         propertiesChanged(path, Self.deviceInterface, ["ServicesResolved"])
         flushSignals(beforeReply: true)
+        probeBattery(path, layout: layout, generation: generation)
         store(path)
         if let bonding = devices[path]?.bonding, bonding.connectsFirst, devices[path]?.paired == true {
             updateDevice(path) { $0.bonding = nil }
@@ -148,6 +149,7 @@ extension SimulatorCore {
         announceLinkEnd(path, end)
         cancelBonding(path, error: BlueZErrors.make("AuthenticationCanceled", "Authentication Canceled"))
         guard let device = devices[path] else { return }
+        removeBattery(path)
         updateDevice(path) { device in
             device.connected = false
             device.servicesResolved = false

@@ -25,7 +25,9 @@ extension SimulatorCore {
         guard case .characteristic(let characteristic) = gattObjects[path] else { return }
         updateCharacteristic(path) { $0.notifyClients.removeAll { $0 == owner } }
         guard characteristic.notifyClients == [owner] else { return }
-        updateDevice(characteristic.device) { $0.clientConfigurations[characteristic.valueHandle] = nil }
+        if !batteryHolds(characteristic.device, handle: characteristic.valueHandle) {
+            updateDevice(characteristic.device) { $0.clientConfigurations[characteristic.valueHandle] = nil }
+        }
         if characteristic.notifying {
             updateCharacteristic(path) { $0.notifying = false }
             propertiesChanged(path, Self.characteristicInterface, ["Notifying"])
@@ -81,6 +83,7 @@ extension SimulatorCore {
             guard let device = devicePath(of: peripheral), let state = devices[device], state.connected,
                 (state.clientConfigurations[handle] ?? 0) != 0
             else { return false }
+            batteryLevelNotified(device, handle: handle, value: value)
             for path in state.gattPaths {
                 guard case .characteristic(var characteristic) = gattObjects[path], characteristic.valueHandle == handle
                 else {
@@ -90,12 +93,14 @@ extension SimulatorCore {
                     sendNotification(value, to: io)
                     return true
                 }
+                // Only for a D-Bus client's session: bluetoothd's battery plugin subscribes by itself.
+                guard characteristic.notifying else { return true }
                 characteristic.cachedValue = value
                 gattObjects[path] = .characteristic(characteristic)
                 propertiesChanged(path, Self.characteristicInterface, ["Value"], flushNow: true)
                 return true
             }
-            return false
+            return batteryHolds(device, handle: handle)
         }
     }
 

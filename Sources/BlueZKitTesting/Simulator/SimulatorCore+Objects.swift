@@ -22,7 +22,9 @@ extension SimulatorCore {
             let base = [Self.adapterInterface, Self.gattManagerInterface, Self.advertisingManagerInterface]
             return options.advertisementMonitor || options.experimental ? base + [Self.monitorManagerInterface] : base
         }
-        if devices[path] != nil { return [Self.deviceInterface] }
+        if let device = devices[path] {
+            return device.batteryExported ? [Self.deviceInterface, Self.batteryInterface] : [Self.deviceInterface]
+        }
         if let node = gattObjects[path] { return [node.interface] }
         return []
     }
@@ -70,7 +72,9 @@ extension SimulatorCore {
             default: return [:]
             }
         }
-        if let device = devices[path] { return deviceProperties(device) }
+        if let device = devices[path] {
+            return interface == Self.batteryInterface ? batteryProperties(device) : deviceProperties(device)
+        }
         if let node = gattObjects[path] { return gattProperties(node) }
         return nil
     }

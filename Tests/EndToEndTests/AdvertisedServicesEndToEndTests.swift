@@ -16,24 +16,9 @@ extension EndToEndTests {
         async throws
     {
         let testService = try #require(BluetoothUUID(parsing: "12345678-1234-5678-1234-56789abcdef0"))
-        try await ExamplePeripheral.forgetKnownDevices()
-        let peripheral = try ExamplePeripheral()
-        defer { peripheral.stop() }
-        try peripheral.start("example-gatt-server")
-        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
-            peripheral.log("example-gatt-server").contains("GATT application registered")
-        }
-        let delegate = E2ECentralDelegate()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
-        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        // btvirt reports an advertisement only when advertising or scanning is switched on: scan first.
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        try await waitUntil("discovering") { central.isScanning }
-        try peripheral.start("example-advertisement")
-        try await waitUntil("discovered the advertisement", timeout: .seconds(60)) { delegate.discovered != nil }
-        central.stopScan()
-        let sensor = try #require(delegate.discovered)
+        let session = try await ExampleGattServerSession.start()
+        defer { session.example.stop() }
+        let (delegate, central, sensor) = (session.delegate, session.central, session.sensor)
         let first = delegate.advertisedServices
         #expect(first.contains(BluetoothUUID(0x180D)) && first.contains(BluetoothUUID(0x180F)), "\(first)")
         // From 5.69 bluetoothd counts a service data key as an advertised UUID (add_service_data).

@@ -26,25 +26,9 @@ struct BatteryEndToEndTests {
     }
 
     @Test(.loadScaledTimeLimit(minutes: 3)) func theBatteryLevelOfBlueZsExampleGattServer() async throws {
-        try await ExamplePeripheral.forgetKnownDevices()
-        let example = try ExamplePeripheral()
-        defer { example.stop() }
-        try example.start("example-gatt-server")
-        try await waitUntil("example-gatt-server registered", timeout: .seconds(60)) {
-            example.log("example-gatt-server").contains("GATT application registered")
-        }
-        let delegate = E2ECentralDelegate()
-        let central = CentralManager(
-            delegate: delegate, queue: delegate.queue, options: CentralManagerOptions(adapter: "hci0"))
-        try await waitUntil("hci0 powered on", timeout: .seconds(30)) { central.state == .poweredOn }
-        central.scanForPeripherals(withServices: [BluetoothUUID(0x180D)])
-        try await waitUntil("discovering") { central.isScanning }
-        try example.start("example-advertisement")
-        try await waitUntil("discovered the heart-rate advertisement", timeout: .seconds(60)) {
-            delegate.discovered != nil
-        }
-        central.stopScan()
-        let sensor = try #require(delegate.discovered)
+        let session = try await ExampleGattServerSession.start()
+        defer { session.example.stop() }
+        let (central, sensor) = (session.central, session.sensor)
         let recorder = BatteryRecorder()
         sensor.delegate = recorder
         #expect(sensor.batteryLevel == nil)

@@ -50,6 +50,7 @@ struct BatteryEndToEndTests {
         sensor.discoverServices(nil)
         try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") == 1 }
         #expect(sensor.services?.contains { $0.uuid == BluetoothUUID(0x180F) } == true)
+        print("services of example-gatt-server: \((sensor.services ?? []).map(\.uuid.uuidString))")
 
         central.cancelPeripheralConnection(sensor)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }

@@ -6,10 +6,8 @@ import Testing
 
 /// `Peripheral.batteryLevel` from the real bluetoothd's battery plugin, against BlueZ's own
 /// `example-gatt-server` (its Battery Level starts at 100 and falls by 2 every 5 s while notified).
-@Suite(
-    .enabled(if: insideEmulatedBlueZ, "needs the real bluetoothd: run Scripts/test-e2e"), .serialized,
-    .endToEndScope, .endToEndFailures)
-struct BatteryEndToEndTests {
+/// In the serialized end-to-end suite.
+extension EndToEndTests {
     /// Records battery levels as the delegate hears of them.
     final class BatteryRecorder: PeripheralDelegate, @unchecked Sendable {
         private let log = Mutex<[String]>([])

@@ -16,6 +16,8 @@ public import Testing
 public enum GATTConformance {
     /// The Heart Rate service UUID the peer serves.
     public static let heartRate = "0000180d-0000-1000-8000-00805f9b34fb"
+    /// The GAP (Generic Access) service UUID, which every peer's GATT server has.
+    static let genericAccess = "00001800-0000-1000-8000-00805f9b34fb"
 
     /// Forgets `peer`, discovers it, connects, and checks the objects and the signals' order.
     public static func run(
@@ -46,6 +48,17 @@ public enum GATTConformance {
             return await group.contains(true)
         }
         #expect(heartRateFound, "\(bluetoothd): the Heart Rate service is missing", sourceLocation: sourceLocation)
+        // The GAP service, claimed by bluetoothd's gap plugin, is exported only from 5.80
+        // (`[GATT] ExportClaimedServices`, read-only by default); before, `export_service` skips it.
+        var gapFound = false
+        for service in services.keys
+        where await client.property(service, "org.bluez.GattService1", "UUID") == .string(Self.genericAccess) {
+            gapFound = true
+        }
+        let exportsClaimed = bluetoothd.version >= BluetoothdUnderTest.Version(5, 80)
+        #expect(
+            gapFound == exportsClaimed, "\(bluetoothd): the GAP service \(gapFound ? "exported" : "not exported")",
+            sourceLocation: sourceLocation)
 
         // Signals: wait for the services' InterfacesAdded (they may follow), then compare.
         try await client.waitForSignal(from: mark, "a service's InterfacesAdded") {

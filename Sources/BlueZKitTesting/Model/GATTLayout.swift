@@ -42,7 +42,8 @@ struct GATTLayout: Sendable {
         let isPrimary: Bool
         let includes: [UInt16]
         let characteristics: [Characteristic]
-        /// Claimed by a bluetoothd plugin (the GAP service): not exported on D-Bus.
+        /// Claimed by a bluetoothd plugin (the GAP service): not exported on D-Bus before 5.80, and
+        /// read-only from then (`SimulatorCore.isExported(_:)`).
         let isHidden: Bool
         /// The GAP or GATT service the layout adds itself.
         let isStandard: Bool

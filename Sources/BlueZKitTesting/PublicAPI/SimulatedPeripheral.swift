@@ -41,7 +41,7 @@ public final class SimulatedPeripheral: Sendable {
     ///
     /// Change them with ``addService(_:)``, ``removeService(uuid:)`` and ``replaceService(uuid:with:)``.
     public var services: [SimulatedService] { database.withLock { $0 } }
-    /// Whether the database starts with the GAP (`1800`, hidden by bluetoothd) and GATT (`1801`) services.
+    /// Whether the database starts with the GAP (`1800`, which bluetoothd exports only from 5.80, read-only) and GATT (`1801`) services.
     public let includesStandardServices: Bool
     /// The largest ATT MTU the peripheral accepts; the exchanged MTU is the smaller of this and bluetoothd's 517.
     public let maximumMTU: UInt16

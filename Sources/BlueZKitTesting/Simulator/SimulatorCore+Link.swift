@@ -185,10 +185,11 @@ extension SimulatorCore {
     // MARK: GATT objects
 
     /// Exports a device's GATT objects in bluetoothd's order: each service, then its
-    /// characteristics, each followed by its descriptors. The GAP service stays hidden.
+    /// characteristics, each followed by its descriptors. The GAP service stays hidden before 5.80
+    /// (``isExported(_:)``).
     private func exportGATT(_ device: ObjectPath, _ layout: GATTLayout) {
         var exported: [ObjectPath] = []
-        for service in layout.services where !service.isHidden {
+        for service in layout.services where isExported(service) {
             exported += exportService(service, of: device, in: layout)
         }
         updateDevice(device) { $0.gattPaths = exported }

@@ -55,7 +55,7 @@ extension SimulatorCore {
         let added = new.services.filter { service in !old.services.contains { Self.same($0, service) } }
         guard !removed.isEmpty || !added.isEmpty else { return }
         let removedPaths = Set(removed.map { device.childOrRoot($0.pathElement) })
-        for service in removed where !service.isHidden { unregisterService(device.childOrRoot(service.pathElement)) }
+        for service in removed where isExported(service) { unregisterService(device.childOrRoot(service.pathElement)) }
         // gdbus sends `InterfacesRemoved` as the object is unregistered, not at the end of the turn.
         flushSignals(beforeReply: true)
         // `on_service_removed`: services that included a removed one lose it from `Includes`.
@@ -83,7 +83,7 @@ extension SimulatorCore {
             state.gattUUIDs = new.primaryUUIDs
         }
         if devices[device]?.uuids != oldUUIDs { propertiesChanged(device, Self.deviceInterface, ["UUIDs"]) }
-        for service in added where !service.isHidden { exportService(service, of: device, in: new) }
+        for service in added where isExported(service) { exportService(service, of: device, in: new) }
         updateDevice(device) { state in
             state.gattPaths = Self.exportOrder(gattObjects.keys.filter { gattObjects[$0]?.device == device })
         }
@@ -112,6 +112,13 @@ extension SimulatorCore {
         }
     }
 
+    /// Whether bluetoothd exports `service` on D-Bus: a service a plugin claimed (the GAP service)
+    /// only from 5.80, which exports claimed services read-only (`[GATT] ExportClaimedServices`,
+    /// `read-only` by default, dbd6591bd); before, `export_service` skips it.
+    func isExported(_ service: GATTLayout.Service) -> Bool {
+        !service.isHidden || options.version >= .bluez5_82
+    }
+
     /// `export_service`: the service, then each characteristic followed by its descriptors.
     /// Returns the paths exported, in that order.
     @discardableResult
@@ -119,7 +126,7 @@ extension SimulatorCore {
         var exported: [ObjectPath] = []
         let servicePath = device.childOrRoot(service.pathElement)
         let includes = service.includes.compactMap { handle in
-            layout.services.first { $0.handle == handle && !$0.isHidden }.map { device.childOrRoot($0.pathElement) }
+            layout.services.first { $0.handle == handle && isExported($0) }.map { device.childOrRoot($0.pathElement) }
         }
         gattObjects[servicePath] = .service(
             .init(

@@ -190,6 +190,13 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         peripheral.discoverServices([HeartRateProfile.service])
     }
 
+    /// bluetoothd read the sensor's Battery Level by itself (Linux: `Battery1`), or was notified
+    /// of a new one.
+    func peripheral(_ peripheral: Peripheral, didUpdateBatteryLevel level: Int?) {
+        guard let level else { return }
+        output.emit("battery", ["level": level], human: "Sensor battery \(level) %")
+    }
+
     func peripheral(
         _ peripheral: Peripheral, didUpdateNotificationStateFor characteristic: Characteristic, error: (any Error)?
     ) {

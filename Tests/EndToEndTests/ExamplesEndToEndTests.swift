@@ -20,18 +20,23 @@ extension EndToEndTests {
     }
 
     /// What a heart-rate-central run with `--count 3` against heart-rate-peripheral shows once both
-    /// are started: connected, the sensor location (chest), three plausible readings, the central's
-    /// exit 0, the peripheral's subscription to 0x2A37 and its clean stop, no error from either.
+    /// are started: connected, the sensor location (chest), the battery level bluetoothd read by
+    /// itself (the peripheral's starts at 100 %), three plausible readings, the central's exit 0,
+    /// the peripheral's subscriptions to 0x2A37 (the central's) and 0x2A19 (bluetoothd's battery
+    /// plugin's) and its clean stop, no error from either.
     static func expectHeartRateSession(central: ExampleProgram, peripheral: ExampleProgram) async throws {
         try await central.waitForEvents("connected", timeout: .seconds(60))
         let location = try await central.waitForEvents("sensorLocation", timeout: .seconds(30))
         #expect(location.first?["value"] as? Int == 1)
         let readings = try await central.waitForEvents("heartRate", count: 3, timeout: .seconds(60))
         #expect(readings.allSatisfy { (45...190).contains($0["bpm"] as? Int ?? 0) })
+        let battery = try await central.waitForEvents("battery", timeout: .seconds(30))
+        #expect(battery.first?["level"] as? Int == 100, "\(battery)")
         try await pollUntil("the central exits after --count", timeout: .seconds(30)) { central.status != nil }
         #expect(central.status == 0, "\(central.diagnostics())")
         let subscribed = try await peripheral.waitForEvents("subscribed")
         #expect(subscribed.contains { $0["characteristic"] as? String == "2A37" })
+        #expect(subscribed.contains { $0["characteristic"] as? String == "2A19" }, "\(subscribed)")
         #expect(try await peripheral.stop() == 0, "\(peripheral.diagnostics())")
         #expect(central.events("error").isEmpty && peripheral.events("error").isEmpty)
     }

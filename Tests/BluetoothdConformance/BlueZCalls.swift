@@ -172,6 +172,19 @@ public final class BlueZCalls: Sendable {
             bluetoothd.adapterPath, "org.bluez.Adapter1", "SetDiscoveryFilter", [.stringVariantDictionary([:])])
     }
 
+    /// Forgets `peer`, discovers it serving GATT (``ConformancePeer/startGATTServer()``) and calls
+    /// `Device1.Connect`: the device's path and the signal mark from just before the call.
+    public func connectAfresh(to peer: some ConformancePeer, on bluetoothd: BluetoothdUnderTest) async throws
+        -> (path: String, mark: Int)
+    {
+        let path = bluetoothd.devicePath(try await peer.address)
+        try await forgetDevice(path, on: bluetoothd)
+        try await discover(path, on: bluetoothd) { try await peer.startGATTServer() }
+        let mark = self.mark
+        try await call(path, "org.bluez.Device1", "Connect", timeout: TestTime.scaled(.seconds(60)))
+        return (path, mark)
+    }
+
     /// Discovers the device at `path` with a filtered discovery (`Transport: le` and an empty
     /// `Pattern`, which reports advertisers without a discoverable flag on every release), then
     /// stops discovering.

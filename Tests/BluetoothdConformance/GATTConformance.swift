@@ -26,12 +26,7 @@ public enum GATTConformance {
     ) async throws {
         let client = try await BlueZCalls.open(bluetoothd, label: "conformance.gatt")
         defer { client.close() }
-        let path = bluetoothd.devicePath(try await peer.address)
-        try await client.forgetDevice(path, on: bluetoothd)
-        try await client.discover(path, on: bluetoothd) { try await peer.startGATTServer() }
-
-        let mark = client.mark
-        try await client.call(path, "org.bluez.Device1", "Connect", timeout: TestTime.scaled(.seconds(60)))
+        let (path, mark) = try await client.connectAfresh(to: peer, on: bluetoothd)
         try await client.waitForSignal(from: mark, "ServicesResolved true", timeout: .seconds(60)) {
             $0.changes(path, "org.bluez.Device1", "ServicesResolved", to: .bool(true))
         }

@@ -146,7 +146,7 @@ extension CentralEngine {
         else { return }
         onBusQueue { [self] in
             do throws(BlueZError) {
-                let bytes = try await client.readValue(characteristic.id, descriptor: false)
+                let bytes = try await readValue(characteristic.id, descriptor: false, of: peripheral)
                 manager?.post(.gatt(peripheral, .value(characteristic, Data(bytes), nil)))
             } catch {
                 let failure = await operationError(error, of: peripheral)
@@ -162,7 +162,7 @@ extension CentralEngine {
         else { return }
         onBusQueue { [self] in
             do throws(BlueZError) {
-                let bytes = try await client.readValue(descriptor.id, descriptor: true)
+                let bytes = try await readValue(descriptor.id, descriptor: true, of: peripheral)
                 manager?.post(.gatt(peripheral, .descriptorValue(descriptor, Data(bytes), nil)))
             } catch {
                 let failure = await operationError(error, of: peripheral)

@@ -44,6 +44,15 @@ extension SimulatedBlueZ {
         /// parameters (as ``advertisementMonitor`` does alone). False, the default, answers `ConnectDevice` with D-Bus's `UnknownMethod`
         /// as bluetoothd without the flag does.
         public var experimental: Bool
+        /// The request that starts a pairing fails at once with ATT 0x0E (Unlikely Error) while
+        /// the pairing goes on, as bluetoothd's request does when it loses a race with the security
+        /// it asked for: bluetoothd (`src/shared/att.c`, 5.66 to at least 5.87) queues the request
+        /// again after the peripheral's Insufficient Authentication and, when its event loop saw the
+        /// ATT socket writable in the same wake-up, writes it into the socket the kernel holds for
+        /// the pairing ("write failed: Transport endpoint is not connected"). Requests made during
+        /// the pairing wait for it either way, as the held socket makes them. False, the default,
+        /// is the usual outcome (the request is answered after the pairing).
+        public var losesTheSecurityRetry = false
 
         /// Options; the defaults are fast timing, bluetoothd's default cache (`always`), no
         /// `Connected` signal for links made with `Connect`, bluetoothd 5.66, no temporary timeout,

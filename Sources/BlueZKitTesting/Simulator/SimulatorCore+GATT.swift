@@ -40,12 +40,22 @@ extension SimulatorCore {
             if !device.paired, Self.needsEncryption(node, write: write) {
                 // bluetoothd pairs first when the peripheral asks for encryption (the kernel raises
                 // the security level), asking the default agent to authorize just-works.
-                return pairForSecurity(device.path) { [self] paired in
-                    guard paired else {
-                        linkLost(device.path, .local)
-                        return reply(invocation, error: BlueZErrors.gatt(SimulatedATTError.unlikelyError.code))
+                let starts = securityWaiters[device.path] == nil
+                if starts, options.losesTheSecurityRetry {
+                    reply(invocation, error: BlueZErrors.gatt(SimulatedATTError.unlikelyError.code))
+                } else {
+                    securityWaiters[device.path, default: []].append { [self] paired in
+                        guard paired else {
+                            return reply(invocation, error: BlueZErrors.gatt(SimulatedATTError.unlikelyError.code))
+                        }
+                        handleGATTCall(invocation, member, path, arguments)
                     }
-                    handleGATTCall(invocation, member, path, arguments)
+                }
+                guard starts else { return }
+                securityWaiters[device.path] = securityWaiters[device.path] ?? []
+                return pairForSecurity(device.path) { [self] paired in
+                    if !paired { linkLost(device.path, .local) }
+                    for waiter in securityWaiters.removeValue(forKey: device.path) ?? [] { waiter(paired) }
                 }
             }
             guard let options = GATTOptions(write ? arguments.last : arguments.first) else {

@@ -122,6 +122,7 @@ extension SimulatorCore {
         agents = [:]
         defaultAgents = []
         openAgentRequests = [:]
+        securityWaiters = [:]
         applications = []
         applicationNotifyCounts = [:]
         for source in applicationNotifySockets.values { source.cancel() }

@@ -49,6 +49,9 @@ final class SimulatorCore: @unchecked Sendable {
     /// The agent request open for each device's pairing (owner and agent path), which
     /// bluetoothd cancels (`Agent1.Cancel`) when the pairing ends first (`agent_cancel`).
     var openAgentRequests: [ObjectPath: (owner: BusName, agent: ObjectPath)] = [:]
+    /// The requests waiting for each device's pairing for security (`SimulatorCore+GATT.swift`):
+    /// one pairing serves every request made while it runs, as the kernel's one SMP session does.
+    var securityWaiters: [ObjectPath: [@Sendable (Bool) -> Void]] = [:]
     /// The lines bluetoothd's debug log has for changes of the default agent, oldest first
     /// ("Default agent set to OWNER PATH", "Default agent cleared"); kept across restarts.
     var defaultAgentLog: [String] = []

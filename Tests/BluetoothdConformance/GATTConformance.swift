@@ -49,6 +49,20 @@ public enum GATTConformance {
         for service in services.keys
         where await client.property(service, "org.bluez.GattService1", "UUID") == .string(Self.genericAccess) {
             gapFound = true
+            // Read-only: a write to one of its characteristics is refused before any ATT request
+            // (`src/gatt-client.c`: NotAuthorized for a claimed service under
+            // `BT_GATT_EXPORT_READ_ONLY`, the default).
+            if let characteristic = objects.keys.sorted().first(where: {
+                $0.hasPrefix(service + "/") && objects[$0]?.contains("org.bluez.GattCharacteristic1") == true
+            }) {
+                let refusal = await client.error(
+                    characteristic, "org.bluez.GattCharacteristic1", "WriteValue",
+                    [.bytes([0x42]), .stringVariantDictionary([:])])
+                #expect(
+                    refusal?.name == "org.bluez.Error.NotAuthorized",
+                    "\(bluetoothd): a write to the GAP service's \(characteristic): \(String(describing: refusal))",
+                    sourceLocation: sourceLocation)
+            }
         }
         let exportsClaimed = bluetoothd.version >= BluetoothdUnderTest.Version(5, 80)
         #expect(

@@ -16,10 +16,12 @@ extension CentralEngine {
     /// goes on and succeeds. Seen in 1 of 30 pairing reads against a Bumble peripheral in the
     /// emulated environment (bluetoothd 5.87, 2026-12-07), and in CI on 5.82. Core Bluetooth reads
     /// the value after the pairing, so this read is sent again: bluetoothd holds it until the
-    /// pairing ends and sends it on the encrypted link. A peripheral that answers 0x0E itself gets
-    /// the read twice and the app its second answer; a link that ended is not read again
-    /// (``operationError(_:of:)`` explains its error). Writes are not sent again: a second write
-    /// could overtake the writes sent after it. In a task on the bus queue (``onBusQueue(_:)``).
+    /// pairing ends and sends it on the encrypted link. A peripheral that answers 0x0E itself
+    /// gets the read twice and the app its second answer (the first error when the second read
+    /// got no ATT answer: a bearer bluetoothd shut after its ATT timeout, a D-Bus timeout); a link
+    /// that ended is not read again (``operationError(_:of:)`` explains its error). Writes are not
+    /// sent again: a second write could overtake the writes sent after it. In a task on the bus
+    /// queue (``onBusQueue(_:)``).
     func readValue(_ attribute: AttributeID, descriptor: Bool, of peripheral: Peripheral) async throws(BlueZError)
         -> [UInt8]
     {
@@ -31,7 +33,13 @@ extension CentralEngine {
             await client.synchronize(with: peripheral.deviceID)
             guard links[peripheral.deviceID]?.phase == .connected else { throw error }
             BlueZLog.debug("a read failed with ATT 0x0E on a connected link: reading once more")
-            return try await client.readValue(attribute, descriptor: descriptor)
+            do throws(BlueZError) {
+                return try await client.readValue(attribute, descriptor: descriptor)
+            } catch let again {
+                // An ATT answer to the second read says more; a bearer that is gone (the ATT
+                // timeout shuts it) or a call that timed out says less than the first error.
+                throw ATTError(bluez: again) != nil ? again : error
+            }
         }
     }
 }

@@ -26,6 +26,7 @@ extension SimulatorCore {
             removeNotifySession(path, owner: sender)
             reply(invocation)
         case (.characteristic(let characteristic), "AcquireWrite"):
+            if device.connected, refusesWrites(to: node) { return reply(invocation, error: BlueZErrors.notAuthorized) }
             acquireWrite(invocation, characteristic)
         case (.characteristic(let characteristic), "AcquireNotify"):
             acquireNotify(invocation, characteristic, sender: sender)
@@ -41,7 +42,7 @@ extension SimulatorCore {
                 // bluetoothd pairs first when the peripheral asks for encryption (the kernel raises
                 // the security level), asking the default agent to authorize just-works.
                 let starts = securityWaiters[device.path] == nil
-                if starts, options.losesTheSecurityRetry {
+                if starts, self.options.losesTheSecurityRetry {
                     reply(invocation, error: BlueZErrors.gatt(SimulatedATTError.unlikelyError.code))
                 } else {
                     securityWaiters[device.path, default: []].append { [self] paired in
@@ -61,6 +62,7 @@ extension SimulatorCore {
             guard let options = GATTOptions(write ? arguments.last : arguments.first) else {
                 return reply(invocation, error: BlueZErrors.invalidArguments())
             }
+            if write, refusesWrites(to: node) { return reply(invocation, error: BlueZErrors.notAuthorized) }
             switch (node, member) {
             case (_, "ReadValue"):
                 read(invocation, node, device: device, offset: options.offset)

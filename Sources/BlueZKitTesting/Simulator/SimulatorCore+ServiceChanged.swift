@@ -119,6 +119,26 @@ extension SimulatorCore {
         !service.isHidden || options.version >= .bluez5_82
     }
 
+    /// Whether a write to `node` is refused because its service is one a plugin claimed (the
+    /// GAP service, `profiles/gap/gas.c`): from 5.80 bluetoothd exports claimed services
+    /// read-only and answers `WriteValue` and `AcquireWrite` on them `NotAuthorized`
+    /// (`src/gatt-client.c`, `BT_GATT_EXPORT_READ_ONLY`, the default).
+    func refusesWrites(to node: GATTNode) -> Bool {
+        guard options.version >= .bluez5_82 else { return false }
+        let service: ObjectPath
+        switch node {
+        case .characteristic(let characteristic): service = characteristic.service
+        case .descriptor(let descriptor):
+            guard case .characteristic(let characteristic)? = gattObjects[descriptor.characteristic] else {
+                return false
+            }
+            service = characteristic.service
+        default: return false
+        }
+        guard case .service(let claimed)? = gattObjects[service] else { return false }
+        return claimed.uuid.lowercased().hasPrefix("00001800-")
+    }
+
     /// `export_service`: the service, then each characteristic followed by its descriptors.
     /// Returns the paths exported, in that order.
     @discardableResult

@@ -4,7 +4,7 @@
 Run by Scripts/benchmark inside the emulated BlueZ environment (Scripts/bluez-vm run);
 needs bluetoothd with hci0 and hci1 powered.
 
-  e2e-benchmark --bin DIR --python PY --bleak-central FILE [--runs R] [--count N]
+  e2e-benchmark --bin DIR --python PY --bleak-central FILE [--c-central FILE] [--runs R] [--count N]
                 [--extra K] [--intervals MS[,MS...]] [--calibration-count N] [--text-runs R]
                 [--bleak-acquire-runs R] [--socket-runs R]
                 [--latency-interval-ms MS] [--latency-count N] [--latency-runs R]
@@ -17,13 +17,19 @@ needs bluetoothd with hci0 and hci1 powered.
    benchmark's interval is the longest one that neither central keeps up with (both below
    90 % of the offered rate; shorter ones are not tried then), else the shortest.
 2. CPU: R runs (default 8), the order alternating BlueZKit, bleak, bleak, BlueZKit, ...
+   With --c-central (Benchmarks/c/notify-central.c built: libdbus alone, the same StartNotify
+   path and the same line per reading, the C floor) R/2 runs of it (side "c") more, interleaved
+   BlueZKit, C, bleak, bleak, C, BlueZKit, ...
    Each central finds the peripheral by name on hci0, connects, subscribes to 0x2A37 and
    prints one JSON line per reading. This driver reads its standard output and samples
    /proc/PID/stat (utime + stime: every thread, exited ones included) when the first and
    the N-th "heartRate" lines arrive: CPU ms per notification = difference / (N - 1),
-   the same way for both sides. The centrals run on (heart-rate-central --count N+K,
-   bleak_central.py --count N --extra K) so that they still live at the N-th line.
-   bleak's own process_time() over its window is kept as a cross-check.
+   the same way for every side. The centrals run on (heart-rate-central and notify-central
+   --count N+K, bleak_central.py --count N --extra K) so that they still live at the N-th line.
+   bleak's own process_time() over its window is kept as a cross-check. At the same two lines
+   each live thread's time on a CPU and context switches (/proc/PID/task/*/schedstat, status)
+   and bluetoothd's and dbus-daemon's utime + stime are sampled too: per run "threads" (by
+   thread name, ms and switches per notification) and "daemons_cpu_ms_per_notification".
    Then --text-runs runs (default 2) of the BlueZKit central without --json (its human
    lines, "78 bpm, sensor contact, RR 0.77 s"), for information: what the example's
    JSON output (Foundation's JSONSerialization) costs. And --bleak-acquire-runs runs (default
@@ -80,12 +86,57 @@ import time
 
 import guest_common
 import hci_timeline
-from guest_common import busctl, cpu_ticks, devices, die, log, wait_until
+from guest_common import busctl, cpu_ticks, devices, die, log, threads, wait_until
 
 guest_common.PROGRAM = "e2e-benchmark"
 
 NAME = "BlueZKit Bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+DAEMONS = ("bluetoothd", "dbus-daemon")
+
+
+def daemon_pids():
+    """{name: [pid, ...]} of the daemons every central's notifications go through."""
+    found = {name: [] for name in DAEMONS}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/comm") as comm:
+                name = comm.read().strip()
+        except OSError:
+            continue
+        if name in found:
+            found[name].append(int(entry))
+    return found
+
+
+def daemon_ticks(pids):
+    """{name: utime + stime of its processes} (a process gone since is left out)."""
+    ticks = {}
+    for name, numbers in pids.items():
+        total = 0
+        for pid in numbers:
+            try:
+                total += cpu_ticks(pid)
+            except OSError:
+                pass
+        ticks[name] = total
+    return ticks
+
+
+def thread_figures(start, end, notifications):
+    """Per thread name (threads alive at both samples, summed by name): ms on a CPU and
+    context switches per notification."""
+    figures = {}
+    for tid in set(start) & set(end):
+        (_, ns0, vol0, inv0), (name, ns1, vol1, inv1) = start[tid], end[tid]
+        entry = figures.setdefault(name, {"ms": 0.0, "switches": 0.0, "threads": 0})
+        entry["ms"] += (ns1 - ns0) / 1e6 / notifications
+        entry["switches"] += (vol1 + inv1 - vol0 - inv0) / notifications
+        entry["threads"] += 1
+    return {name: {"ms": round(entry["ms"], 5), "switches": round(entry["switches"], 3), "threads": entry["threads"]}
+            for name, entry in sorted(figures.items())}
 
 
 # --- BlueZ over busctl ------------------------------------------------------------------
@@ -193,9 +244,11 @@ def pump(selector, timeout):
         key.data(now)
 
 
-def run_central(args, selector, peripheral, side, count, extra, stamp=False, sample_peripheral=False, forget=True):
+def run_central(args, selector, peripheral, side, count, extra, stamp=False, sample_peripheral=False, forget=True,
+                sample_threads=False):
     """One central run; returns a dict of figures (or "error"). forget=False keeps hci0's device
-    (and bluetoothd's cache of its GATT database) from the run before."""
+    (and bluetoothd's cache of its GATT database) from the run before. sample_threads: the
+    central's threads and the daemons' CPU at the first and N-th reading as well."""
     if forget:
         forget_peripheral()
     else:
@@ -207,6 +260,8 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
     elif side == "bluezkit-socket":  # AcquireNotify's socket (usesNotifySockets), JSON lines
         command = [os.path.join(args.bin, "heart-rate-central"), "--adapter", "hci0", "--name", NAME,
                    "--count", str(count + extra), "--notify-sockets", "--json"]
+    elif side == "c":  # the C floor: libdbus alone, StartNotify, the same JSON line per reading
+        command = [args.c_central, "--adapter", "hci0", "--name", NAME, "--count", str(count + extra)]
     elif side == "bluezkit-text":  # the human lines ("78 bpm, sensor contact, RR 0.77 s"): no JSON
         command = [os.path.join(args.bin, "heart-rate-central"), "--adapter", "hci0", "--name", NAME,
                    "--count", str(count + extra)]
@@ -228,6 +283,7 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
     readings = []  # (monotonic, bpm) when stamping
     state = {"n": 0, "eof": False, "summary": None, "first": None, "last": None, "notified0": 0,
              "discovered": None}
+    daemons = daemon_pids() if sample_threads else {}
 
     def on_central(now):
         lines = reader.read()
@@ -244,10 +300,14 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
                     state["notified0"] = peripheral.notified_count
                     if sample_peripheral:
                         state["peripheral0"] = cpu_ticks(peripheral.process.pid)
+                    if sample_threads:
+                        state["threads0"], state["daemons0"] = threads(process.pid), daemon_ticks(daemons)
                 if n == count:
                     state["last"] = (now, cpu_ticks(process.pid))
                     if sample_peripheral:
                         state["peripheral1"] = cpu_ticks(peripheral.process.pid)
+                    if sample_threads:
+                        state["threads1"], state["daemons1"] = threads(process.pid), daemon_ticks(daemons)
                     figures["peripheral_notified_lines"] = peripheral.notified_count - state["notified0"]
                 if stamp and side != "bluezkit-text":
                     readings.append((now, json.loads(line)["bpm"]))
@@ -289,6 +349,11 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
     if sample_peripheral and "peripheral0" in state and "peripheral1" in state:
         figures["peripheral_cpu_ms_per_notification"] = round(
             (state["peripheral1"] - state["peripheral0"]) * 1000 / CLK_TCK / (count - 1), 5)
+    if "threads0" in state and "threads1" in state:
+        figures["threads"] = thread_figures(state["threads0"], state["threads1"], count - 1)
+        figures["daemons_cpu_ms_per_notification"] = {
+            name: round((state["daemons1"][name] - state["daemons0"][name]) * 1000 / CLK_TCK / (count - 1), 5)
+            for name in DAEMONS if daemons.get(name)}
     if state["discovered"] is not None:
         figures["connect_to_first_reading_ms"] = round((t0 - state["discovered"]) * 1000, 1)
         if stamp:
@@ -329,6 +394,7 @@ def main():
     parser.add_argument("--bin", required=True, help="folder with heart-rate-peripheral and heart-rate-central")
     parser.add_argument("--python", required=True, help="a Python with bleak")
     parser.add_argument("--bleak-central", required=True)
+    parser.add_argument("--c-central", help="notify-central built from Benchmarks/c/notify-central.c: the C floor (phase 2)")
     parser.add_argument("--runs", type=int, default=8)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--extra", type=int, default=20)
@@ -417,12 +483,19 @@ def main():
             log(f"CPU runs at {chosen} ms ({1000 / chosen:.0f} notifications/s offered), "
                 f"{args.runs} runs of {args.count} readings")
 
-            # 2. CPU per notification, interleaved.
+            # 2. CPU per notification, interleaved: BlueZKit, (C,) bleak, bleak, (C,) BlueZKit, ...
             if peripheral is None or peripheral.interval_ms != chosen:
                 start_peripheral(chosen)
+            order = []
             for index in range(args.runs):
                 side = "bluezkit" if index % 4 in (0, 3) else "bleak"
-                run = run_central(args, selector, peripheral, side, args.count, args.extra)
+                if args.c_central and index % 4 == 3:
+                    order.append("c")
+                order.append(side)
+                if args.c_central and index % 4 == 0:
+                    order.append("c")
+            for index, side in enumerate(order):
+                run = run_central(args, selector, peripheral, side, args.count, args.extra, sample_threads=True)
                 run["run"] = index + 1
                 result["runs"].append(run)
                 if "error" in run:
@@ -437,7 +510,7 @@ def main():
 
             # 2b-2d. For information, at the same rate, after the interleaved runs, numbered on from them:
             # (side, runs, label, whether an error counts as a failure of the benchmark).
-            number = args.runs
+            number = len(order)
             for side, count, label, counted in (
                 # 2b. The BlueZKit central without --json (Foundation's JSONSerialization out of the way).
                 ("bluezkit-text", args.text_runs, "BlueZKit without --json", True),
@@ -543,11 +616,27 @@ def main():
             value = median_of(result["connect_runs"], side, phase)
             if value:
                 summary[f"{side}_connect_{phase}"] = value
-    for side in ("bluezkit", "bleak", "bluezkit-text", "bleak-acquire", "bluezkit-socket"):
+    for side in ("bluezkit", "bleak", "c", "bluezkit-text", "bleak-acquire", "bluezkit-socket"):
         for key in ("cpu_ms_per_notification", "notifications_per_s", "self_reported_cpu_ms_per_notification"):
             value = median_of(result["runs"], side, key)
             if value:
                 summary[f"{side.replace('-', '_')}_{key}"] = value
+    # Where each side's CPU goes in the interleaved runs: the median per thread name and per daemon.
+    for side in ("bluezkit", "bleak", "c"):
+        runs = [run for run in result["runs"] if run["side"] == side and "threads" in run]
+        if not runs:
+            continue
+        names = sorted({name for run in runs for name in run["threads"]})
+        summary[f"{side}_threads_ms_per_notification"] = {
+            name: round(statistics.median(run["threads"].get(name, {}).get("ms", 0.0) for run in runs), 5)
+            for name in names}
+        summary[f"{side}_switches_per_notification"] = round(statistics.median(
+            sum(entry["switches"] for entry in run["threads"].values()) for run in runs), 3)
+        for name in DAEMONS:
+            values = [run["daemons_cpu_ms_per_notification"][name] for run in runs
+                      if name in run.get("daemons_cpu_ms_per_notification", {})]
+            if values:
+                summary[f"{side}_{name.replace('-', '_')}_cpu_ms_per_notification"] = round(statistics.median(values), 5)
         value = median_of(result["latency_runs"], side, "latency_ms")
         if value:
             summary[f"{side}_latency_ms"] = value
@@ -570,6 +659,12 @@ def main():
     if swift and bleak:
         summary["ratio"] = round(statistics.median(swift) / statistics.median(bleak), 5)
         summary["ratio_per_pair"] = [round(value, 5) for value in pairs]
+    # The same against the C floor: each BlueZKit run with the C run beside it (B C b b C B: in order).
+    floor = [run["cpu_ms_per_notification"] for run in result["runs"]
+             if run["side"] == "c" and "cpu_ms_per_notification" in run]
+    if swift and floor:
+        summary["ratio_vs_c"] = round(statistics.median(swift) / statistics.median(floor), 5)
+        summary["ratio_vs_c_per_pair"] = [round(a / b, 5) for a, b in zip(swift, floor) if b > 0]
     result["summary"] = summary
     result["failures"] = failures
     text = json.dumps(result, indent=1)

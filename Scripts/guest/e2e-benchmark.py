@@ -127,15 +127,20 @@ def daemon_ticks(pids):
 
 def thread_figures(start, end, notifications):
     """Per thread name (threads alive at both samples, summed by name): ms on a CPU and
-    context switches per notification."""
+    context switches per notification, and the same of the busiest thread of that name (a
+    thread inherits its creator's name: BlueZKit's reading thread is named as the libdispatch
+    worker that started it)."""
     figures = {}
     for tid in set(start) & set(end):
         (_, ns0, vol0, inv0), (name, ns1, vol1, inv1) = start[tid], end[tid]
-        entry = figures.setdefault(name, {"ms": 0.0, "switches": 0.0, "threads": 0})
-        entry["ms"] += (ns1 - ns0) / 1e6 / notifications
-        entry["switches"] += (vol1 + inv1 - vol0 - inv0) / notifications
+        entry = figures.setdefault(name, {"ms": 0.0, "switches": 0.0, "threads": 0, "busiest": (0.0, 0.0)})
+        ms, switches = (ns1 - ns0) / 1e6 / notifications, (vol1 + inv1 - vol0 - inv0) / notifications
+        entry["ms"] += ms
+        entry["switches"] += switches
         entry["threads"] += 1
-    return {name: {"ms": round(entry["ms"], 5), "switches": round(entry["switches"], 3), "threads": entry["threads"]}
+        entry["busiest"] = max(entry["busiest"], (ms, switches))
+    return {name: {"ms": round(entry["ms"], 5), "switches": round(entry["switches"], 3), "threads": entry["threads"],
+                   "busiest_ms": round(entry["busiest"][0], 5), "busiest_switches": round(entry["busiest"][1], 3)}
             for name, entry in sorted(figures.items())}
 
 

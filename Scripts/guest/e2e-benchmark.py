@@ -8,6 +8,7 @@ needs bluetoothd with hci0 and hci1 powered.
                 [--extra K] [--intervals MS[,MS...]] [--calibration-count N] [--text-runs R]
                 [--bleak-acquire-runs R] [--socket-runs R]
                 [--latency-interval-ms MS] [--latency-count N] [--latency-runs R]
+                [--bless-peripheral FILE [--c-peripheral FILE] [--peripheral-runs R]]
                 [--connect-runs R] [--connect-count N] [--skip-central-runs] [--btsnoop FILE]
                 [--json FILE]
 
@@ -52,7 +53,11 @@ needs bluetoothd with hci0 and hci1 powered.
    (same service, model and encoding) notify every --peripheral-interval-ms (default 20) on
    hci1, --peripheral-runs each (default 2, alternating), read by the BlueZKit central on hci0
    for --peripheral-count readings (default 500); the peripheral's /proc/PID/stat is sampled at
-   the central's first and last reading: CPU ms per notification sent.
+   the central's first and last reading: CPU ms per notification sent. With --c-peripheral
+   (Benchmarks/c/notify-peripheral.c built: libdbus alone, the same service, flags, model,
+   encoding and line per value, StartNotify's PropertiesChanged only, the C floor) as many runs
+   of it (side "c") more, interleaved BlueZKit, C, bless, bless, C, BlueZKit, ...; in the
+   summary peripheral_ratio_vs_c and its per-pair ratios.
 5. Connect to the first notification (--connect-runs R per side, alternating): the peripheral as
    in 3., runs of --connect-count readings (default 3), the time from the central's last
    "discovered" line to its first reading, its distribution per side (median, 10th and 90th
@@ -415,6 +420,8 @@ def main():
     parser.add_argument("--latency-count", type=int, default=60)
     parser.add_argument("--latency-runs", type=int, default=3)
     parser.add_argument("--bless-peripheral", help="Benchmarks/python/bless_peripheral.py (phase 4)")
+    parser.add_argument("--c-peripheral",
+                        help="notify-peripheral built from Benchmarks/c/notify-peripheral.c: the C floor (phase 4)")
     parser.add_argument("--peripheral-runs", type=int, default=2)
     parser.add_argument("--peripheral-interval-ms", type=int, default=20)
     parser.add_argument("--peripheral-count", type=int, default=500)
@@ -439,7 +446,7 @@ def main():
     result = {"count": args.count, "calibration": [], "runs": [], "latency_runs": [], "peripheral_runs": [],
               "connect_runs": []}
 
-    def start_peripheral(interval, bless=False):
+    def start_peripheral(interval, bless=False, c=False):
         nonlocal peripheral
         if peripheral is not None:
             selector.unregister(peripheral.process.stdout)
@@ -449,8 +456,10 @@ def main():
         if bless:
             command = [args.python, args.bless_peripheral, "--adapter", "hci1", "--name", NAME,
                        "--interval-ms", str(interval)]
+        elif c:
+            command = [args.c_peripheral, "--adapter", "hci1", "--name", NAME, "--interval-ms", str(interval)]
         peripheral = Peripheral(os.path.join(args.bin, "heart-rate-peripheral"), interval, args.workdir,
-                                command=command, label="bless" if bless else "peripheral")
+                                command=command, label="bless" if bless else "c-peripheral" if c else "peripheral")
         selector.register(peripheral.process.stdout, selectors.EVENT_READ, peripheral.handle)
         peripheral.wait_published(selector)
 
@@ -555,11 +564,19 @@ def main():
                 else:
                     log(f"latency run {index + 1} {side}: {run['latency_error']}")
 
-        # 4. The peripheral side: heart-rate-peripheral beside bless, the BlueZKit central reading.
+        # 4. The peripheral side: heart-rate-peripheral beside bless (and the C floor: BlueZKit, C,
+        # bless, bless, C, BlueZKit, ...), the BlueZKit central reading.
         if args.bless_peripheral and args.peripheral_runs > 0:
+            order = []
             for index in range(2 * args.peripheral_runs):
                 side = "bluezkit" if index % 4 in (0, 3) else "bless"
-                start_peripheral(args.peripheral_interval_ms, bless=side == "bless")
+                if args.c_peripheral and index % 4 == 3:
+                    order.append("c")
+                order.append(side)
+                if args.c_peripheral and index % 4 == 0:
+                    order.append("c")
+            for index, side in enumerate(order):
+                start_peripheral(args.peripheral_interval_ms, bless=side == "bless", c=side == "c")
                 run = run_central(args, selector, peripheral, "bluezkit", args.peripheral_count, args.extra,
                                   sample_peripheral=True)
                 run["side"] = side
@@ -648,13 +665,21 @@ def main():
         value = median_of(result["latency_runs"], side, "connect_to_first_reading_ms")
         if value:
             summary[f"{side}_connect_to_first_reading_ms"] = value
-    for side in ("bluezkit", "bless"):
+    for side in ("bluezkit", "bless", "c"):
         value = median_of(result["peripheral_runs"], side, "peripheral_cpu_ms_per_notification")
         if value:
             summary[f"{side}_peripheral_cpu_ms_per_notification"] = value
     if "bluezkit_peripheral_cpu_ms_per_notification" in summary and "bless_peripheral_cpu_ms_per_notification" in summary:
         summary["peripheral_ratio"] = round(summary["bluezkit_peripheral_cpu_ms_per_notification"][0]
                                             / summary["bless_peripheral_cpu_ms_per_notification"][0], 5)
+    # Against the C floor: the medians' ratio, and each BlueZKit run with the C run beside it (in order).
+    if "bluezkit_peripheral_cpu_ms_per_notification" in summary and "c_peripheral_cpu_ms_per_notification" in summary:
+        summary["peripheral_ratio_vs_c"] = round(summary["bluezkit_peripheral_cpu_ms_per_notification"][0]
+                                                 / summary["c_peripheral_cpu_ms_per_notification"][0], 5)
+        own, floor = ([run["peripheral_cpu_ms_per_notification"] for run in result["peripheral_runs"]
+                       if run["side"] == side and "peripheral_cpu_ms_per_notification" in run]
+                      for side in ("bluezkit", "c"))
+        summary["peripheral_ratio_vs_c_per_pair"] = [round(a / b, 5) for a, b in zip(own, floor) if b > 0]
     # Per-run ratios: each BlueZKit run with the bleak run beside it (pairs in run order).
     swift = [run["cpu_ms_per_notification"] for run in result["runs"]
              if run["side"] == "bluezkit" and "cpu_ms_per_notification" in run]

@@ -33,6 +33,15 @@ connection that the sender made with its public one; the kernel sets a random ad
 then connects with its public address, so the peer's controller finds "no connection for" the
 random address and drops everything after the first ATT request. Here LE data is sent from the
 address the sender's connection uses (its `self_address`), which is what a radio would carry.
+
+The vhci controller is Bumble's with one change (LocalHostReasonController): Bumble 0.0.236's
+`Controller.on_hci_disconnect_command` reports the command's own reason (0x13 for the kernel's
+Disconnect) in the Disconnection Complete event it sends its host, where a controller reports 0x16,
+Connection Terminated By Local Host, to the host that ended the link (btvirt does from 5.82:
+emulator/btdev.c, cmd_disconnect_complete, "Local host has different reason (Core v5.3 Vol 4 Part E
+Sec 7.1.6)"). Linux 6.12 passes that reason on (Device Disconnected "remote host"), so bluetoothd
+from 5.83 told an app that another process had ended the link with "terminated by remote user".
+Here the peer still gets the command's reason in its LL terminate indication, and the host 0x16.
 """
 
 import argparse
@@ -64,6 +73,19 @@ class SelfAddressLink(LocalLink):
             return None
         source = connection.self_address
         asyncio.get_running_loop().call_soon(lambda: destination.on_link_acl_data(source, transport, data))
+        return None
+
+
+class LocalHostReasonController(Controller):
+    """Bumble's Controller, reporting 0x16 to its own host for an LE link it was told to end (see above)."""
+
+    def on_hci_disconnect_command(self, command):
+        connection = self.find_le_connection_by_handle(command.connection_handle)
+        if connection is None or not self.link:
+            return super().on_hci_disconnect_command(command)
+        self._send_hci_command_status(hci.HCI_COMMAND_STATUS_PENDING, command.op_code)
+        connection.send_ll_control_pdu(ll.TerminateInd(command.reason))
+        self.on_le_disconnected(connection, hci.HCI_ErrorCode.CONNECTION_TERMINATED_BY_LOCAL_HOST_ERROR)
         return None
 
 
@@ -130,7 +152,7 @@ class VhciAdapter:
                 original(data)
 
             transport.source.data_received = data_received
-            self.controller = Controller("vhci", host_source=transport.source, host_sink=transport.sink,
+            self.controller = LocalHostReasonController("vhci", host_source=transport.source, host_sink=transport.sink,
                                          link=self.link, public_address=self.address)
             self.transport = transport
             self.index = await asyncio.wait_for(index, 30)

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <errno.h>
+#include <unistd.h>
 
 /* The notification every receiver decodes: a BLE characteristic value. */
 #define BENCH_CHAR_PATH "/org/bluez/hci0/dev_00_11_22_33_44_55/service0010/char0011"
@@ -25,6 +27,18 @@
 #define BENCH_ECHO_INTERFACE "org.bluezkit.Benchmark"
 #define BENCH_ECHO_METHOD "Echo"
 #define BENCH_QUIT_METHOD "Quit"
+
+/* Writes all of `line` to standard output with write(2), retrying on EINTR; exits on failure
+ * (the benchmark's driver reads the lines, so a lost line is a failed run). */
+static inline void bench_write_line(const char *line, size_t length) {
+    while (length > 0) {
+        ssize_t written = write(1, line, length);
+        if (written < 0 && errno == EINTR) continue;
+        if (written <= 0) exit(1);
+        line += written;
+        length -= (size_t)written;
+    }
+}
 
 static inline void bench_die(const char *what, DBusError *error) {
     fprintf(stderr, "%s%s%s\n", what, error && error->message ? ": " : "",

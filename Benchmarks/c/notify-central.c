@@ -42,16 +42,6 @@ static DBusConnection *bus;
 /* --- Output ------------------------------------------------------------------------------ */
 
 /* Writes the whole line with write(2), again after a short write or EINTR. */
-static void write_line(const char *line, size_t length) {
-    while (length > 0) {
-        ssize_t written = write(1, line, length);
-        if (written < 0 && errno == EINTR) continue;
-        if (written <= 0) exit(1);
-        line += written;
-        length -= (size_t)written;
-    }
-}
-
 /* Appends `text` to `line` at `*at` (the caller leaves room). */
 static void append(char *line, size_t *at, const char *text) {
     size_t length = strlen(text);
@@ -113,7 +103,7 @@ static void emit_error(const char *message) {
     append(line, &at, "{\"event\":\"error\",\"message\":");
     append_quoted(line, &at, sizeof line - 4, message);
     append(line, &at, "}\n");
-    write_line(line, at);
+    bench_write_line(line, at);
 }
 
 static void fail(const char *what, DBusError *error) {
@@ -165,7 +155,7 @@ static int emit_reading(const unsigned char *bytes, int count) {
         line[at++] = ']';
     }
     append(line, &at, "}\n");
-    write_line(line, at);
+    bench_write_line(line, at);
     return 1;
 short_value: {
     char message[96];
@@ -545,7 +535,7 @@ int main(int argc, char **argv) {
         append(line, &at, ",\"name\":");
         append_quoted(line, &at, 400, wanted_name);
         at += (size_t)snprintf(line + at, sizeof line - at, ",\"rssi\":%d}\n", device.rssi);
-        write_line(line, at);
+        bench_write_line(line, at);
     }
     if (device.connected != 1 && !device_flag(device.path, "Connected"))
         dbus_message_unref(call(device.path, DEVICE_INTERFACE, "Connect", DBUS_TYPE_INVALID));
@@ -555,7 +545,7 @@ int main(int argc, char **argv) {
         append(line, &at, "{\"event\":\"connected\",\"id\":");
         append_quoted(line, &at, 300, device.address[0] ? device.address : device.path);
         append(line, &at, "}\n");
-        write_line(line, at);
+        bench_write_line(line, at);
     }
     if (!wait_for(services_resolved, device.path, 60)) fail("services not resolved in 60 s", NULL);
     if (!wait_for(measurement_found, device.path, 30)) fail("the sensor has no Heart Rate Measurement characteristic", NULL);

@@ -52,22 +52,12 @@ static char adapter_path[64];
 
 /* --- Output ------------------------------------------------------------------------------ */
 
-static void write_line(const char *line, size_t length) {
-    while (length > 0) {
-        ssize_t written = write(1, line, length);
-        if (written < 0 && errno == EINTR) continue;
-        if (written <= 0) exit(1);
-        line += written;
-        length -= (size_t)written;
-    }
-}
-
 static void fail(const char *what, const char *detail) {
     char line[512];
     int length = snprintf(line, sizeof line, "{\"event\":\"error\",\"message\":\"%s%s%s\"}\n", what,
                           detail ? ": " : "", detail ? detail : "");
     /* The messages here are bluetoothd's error names and texts: no quotes to escape in them. */
-    if (length > 0) write_line(line, (size_t)length < sizeof line ? (size_t)length : sizeof line - 1);
+    if (length > 0) bench_write_line(line, (size_t)length < sizeof line ? (size_t)length : sizeof line - 1);
     exit(1);
 }
 
@@ -211,7 +201,7 @@ static void tick(void) {
     dbus_message_unref(signal);
     char line[64];
     int count = snprintf(line, sizeof line, "{\"bpm\":%u,\"centrals\":1,\"event\":\"notified\"}\n", bpm);
-    write_line(line, (size_t)count);
+    bench_write_line(line, (size_t)count);
 }
 
 static DBusHandlerResult handle(DBusConnection *connection, DBusMessage *message, void *data) {
@@ -247,7 +237,7 @@ static DBusHandlerResult handle(DBusConnection *connection, DBusMessage *message
             reply = dbus_message_new_method_return(message);
             if (!notifying) {
                 static const char line[] = "{\"characteristic\":\"2A37\",\"event\":\"subscribed\"}\n";
-                write_line(line, sizeof line - 1);
+                bench_write_line(line, sizeof line - 1);
                 notifying = 1;
                 next_tick_us = bench_now_us() + interval_s * 1e6;
             }
@@ -255,7 +245,7 @@ static DBusHandlerResult handle(DBusConnection *connection, DBusMessage *message
             reply = dbus_message_new_method_return(message);
             if (notifying) {
                 static const char line[] = "{\"characteristic\":\"2A37\",\"event\":\"unsubscribed\"}\n";
-                write_line(line, sizeof line - 1);
+                bench_write_line(line, sizeof line - 1);
                 notifying = 0;
             }
         } else {
@@ -313,7 +303,7 @@ static void advertisement_registered(DBusPendingCall *pending, void *data) {
     check_reply(pending, "RegisterAdvertisement");
     char line[256];
     int length = snprintf(line, sizeof line, "{\"event\":\"advertising\",\"name\":\"%s\"}\n", local_name);
-    write_line(line, (size_t)length < sizeof line ? (size_t)length : sizeof line - 1);
+    bench_write_line(line, (size_t)length < sizeof line ? (size_t)length : sizeof line - 1);
 }
 
 static void application_registered(DBusPendingCall *pending, void *data) {

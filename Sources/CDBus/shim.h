@@ -1,9 +1,19 @@
-/* The one header of the CDBus module: libdbus-1, plus re-exports of the
+/* The one header of the CDBus module: libdbus-1 (and epoll, below), plus re-exports of the
  * macros Swift cannot import because they are casts. Logic never goes here. */
 #ifndef CDBUS_SHIM_H
 #define CDBUS_SHIM_H
 
 #include <dbus/dbus.h>
+
+/* epoll(7), which Swift's Glibc module leaves out: a D-Bus connection's two reading threads
+ * wait with EPOLLEXCLUSIVE (DescriptorReadiness+ReaderPair.swift). */
+#include <sys/epoll.h>
+
+static const uint32_t CDBUS_EPOLLIN = EPOLLIN;
+static const uint32_t CDBUS_EPOLLEXCLUSIVE = EPOLLEXCLUSIVE;
+static const int CDBUS_EPOLL_CTL_ADD = EPOLL_CTL_ADD;
+static const int CDBUS_EPOLL_CTL_DEL = EPOLL_CTL_DEL;
+static const int CDBUS_EPOLL_CLOEXEC = EPOLL_CLOEXEC;
 
 static const int CDBUS_TYPE_INVALID = DBUS_TYPE_INVALID;
 static const int CDBUS_TYPE_BYTE = DBUS_TYPE_BYTE;

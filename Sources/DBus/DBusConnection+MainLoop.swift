@@ -138,7 +138,8 @@ extension DBusConnection {
             let duplicate = fcntl(fd, F_DUPFD_CLOEXEC, 0)
             nonisolated(unsafe) let (key, watch) = (key, watch)
             sources.read = DescriptorReadiness.dedicated(
-                duplicate >= 0 ? duplicate : fd, .poll, closesDescriptor: duplicate >= 0, queue: queue, enabled: false
+                duplicate >= 0 ? duplicate : fd, .poll, closesDescriptor: duplicate >= 0, queue: queue, enabled: false,
+                runsWorkAfterEvent: true
             ) { [weak self] in
                 self?.handleWatch(sources, watch, DBUS_WATCH_READABLE.rawValue)
                 return true

@@ -7,6 +7,14 @@ import Synchronization
     import Glibc
 #endif
 
+/// What a ``DescriptorReadiness/Delivery/dedicated(_:)`` registration's threads answer to.
+protocol DedicatedWaiter: Sendable {
+    /// Whether the descriptor is watched. Never blocks.
+    func setEnabled(_ enabled: Bool)
+    /// Ends the thread or threads. Idempotent; never blocks.
+    func cancel()
+}
+
 /// The thread of one ``DescriptorReadiness/Delivery/dedicated(_:)`` registration: it waits for
 /// its descriptor and runs the handler inside `queue.sync` (see ``DescriptorReadiness`` for why).
 ///
@@ -16,7 +24,7 @@ import Synchronization
 /// read has nothing else to wake it) — and the thread closes the descriptor under that same lock
 /// on its way out, so a wake-up never reaches a number the process has reused. Neither
 /// ``cancel()`` nor ``setEnabled(_:)`` waits: libdbus calls them holding its own lock.
-final class DedicatedReadinessThread: Sendable {
+final class DedicatedReadinessThread: DedicatedWaiter {
     /// What ``cancel()`` and the thread's exit share.
     private struct Control {
         /// The end written to wake a polling thread; -1 once cancelled or for a receiving one.

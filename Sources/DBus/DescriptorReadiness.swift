@@ -19,7 +19,9 @@ import Synchronization
 ///   shared thread, then a worker for the queue), and its allocations stay in that thread's
 ///   malloc arena. For the hot paths: the bus connection's socket (``Wait/poll``, switched on
 ///   and off by libdbus) and AcquireNotify's socket (``Wait/receive``, one `recvmmsg` that waits
-///   and reads). A busy queue then holds up only its own descriptor's thread.
+///   and reads). A busy queue then holds up only its own descriptor's thread. The bus
+///   connection's socket has two such threads that take turns (``DedicatedReaderPair``), so
+///   that work handed to one (``WorkAfterEvent``) never stops the reading.
 ///
 /// Why no libdispatch source: its epoll back end keeps one registration per descriptor number
 /// for all of its sources and is known to lose track of it when sources on one socket come and
@@ -82,8 +84,8 @@ package final class DescriptorReadiness: Sendable {
     private let cancelledFlag = Atomic<Bool>(false)
     /// The shared thread (``Delivery/shared``), or nil.
     private let watcher: DescriptorWatcher?
-    /// The registration's own thread (``Delivery/dedicated(_:)``), or nil.
-    private let thread: DedicatedReadinessThread?
+    /// The registration's own thread or threads (``Delivery/dedicated(_:)``), or nil.
+    private let thread: (any DedicatedWaiter)?
     /// The descriptor a shared registration keeps open until its `cancelled` has run, if any.
     private let keeps: SharedDescriptor?
 
@@ -105,7 +107,7 @@ package final class DescriptorReadiness: Sendable {
         self.cancelled = cancelled
     }
 
-    private init(_ fd: Int32, wait: Wait, queue: DispatchQueue, thread: DedicatedReadinessThread) {
+    private init(_ fd: Int32, wait: Wait, queue: DispatchQueue, thread: any DedicatedWaiter) {
         delivery = .dedicated(wait)
         keeps = nil
         watcher = nil
@@ -173,10 +175,25 @@ package final class DescriptorReadiness: Sendable {
     /// A failure of the wait itself (``Wait/poll``: `poll` failing, or the descriptor no longer
     /// valid) before ``cancel()`` ends the thread and is reported once through `onFailure`, on
     /// that thread (off the queue). ``Wait/receive`` reports its ends through `handler`.
+    ///
+    /// With `runsWorkAfterEvent` (``Wait/poll`` and `closesDescriptor` only) two threads take
+    /// turns (``DedicatedReaderPair``), and the handler may hand work to the one running it
+    /// (``WorkAfterEvent/enqueue(_:)``), which runs it after its `queue.sync`, outside the queue;
+    /// if the pair cannot be made, one thread as without it (and no work is taken).
     package static func dedicated(
         _ fd: Int32, _ wait: Wait, closesDescriptor: Bool, queue: DispatchQueue, enabled: Bool = true,
-        handler: @escaping @Sendable () -> Bool, onFailure: @escaping @Sendable (String) -> Void = { _ in }
+        runsWorkAfterEvent: Bool = false, handler: @escaping @Sendable () -> Bool,
+        onFailure: @escaping @Sendable (String) -> Void = { _ in }
     ) -> DescriptorReadiness {
+        if runsWorkAfterEvent, closesDescriptor, case .poll = wait,
+            let pair = DedicatedReaderPair(
+                fd, queue: queue, enabled: enabled, handler: handler, onFailure: onFailure)
+        {
+            return DescriptorReadiness(fd, wait: wait, queue: queue, thread: pair)
+        }
+        if runsWorkAfterEvent {
+            DBusLog.warning("cannot start a second reading thread (descriptors exhausted?): reading with one")
+        }
         let thread = DedicatedReadinessThread(
             fd, wait, closesDescriptor: closesDescriptor, queue: queue, enabled: enabled, handler: handler,
             onFailure: onFailure)

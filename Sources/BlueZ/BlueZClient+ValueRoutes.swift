@@ -46,3 +46,16 @@ extension BlueZClient {
         return claim.map(ValueRoute.init)
     }
 }
+
+extension BlueZClient {
+    /// Hands `work` to the thread that is reading the bus and handling the current event, to run
+    /// once it has left the client's queue (``WorkAfterEvent``); true when taken, false when the
+    /// caller is anywhere else (then it hands the work on as before). How a value reaches another
+    /// serial queue with `sync` from the reading thread, not with `async` and a second wake-up.
+    package static func runAfterBusEvent(_ work: @escaping @Sendable () -> Void) -> Bool {
+        WorkAfterEvent.enqueue(work)
+    }
+
+    /// The name of the threads that read a client's bus (and run the work handed to them).
+    package static let busReaderThreadName = WorkAfterEvent.readingThreadName
+}

@@ -57,6 +57,43 @@ import Testing
         #expect(delivered == (sent - delivered.count..<sent).map { Data(value($0)) }, "the newest, in order")
     }
 
+    /// Records on which thread the delegate gets each value.
+    final class ThreadRecorder: PeripheralDelegate, @unchecked Sendable {
+        let names = PosixMutex<[String?]>([])
+        func peripheral(_ peripheral: Peripheral, didUpdateValueFor characteristic: Characteristic, error: (any Error)?)
+        {
+            // The kernel's name of the thread (Foundation's Thread.name may not be it).
+            let name = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8))?
+                .trimmingCharacters(in: .newlines)
+            names.withLock { $0.append(name) }
+        }
+    }
+
+    /// A notification reaches the delegate on the thread that read it from the bus, inside the
+    /// delegate queue's `sync` (one wake-up per value), not on a worker woken for the queue.
+    @Test func aNotificationReachesTheDelegateOnTheThreadThatReadIt() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let (sensor, source) = CentralAsyncTests.sensor()
+        try bluez.addPeripheral(sensor)
+        let (central, _, peripheral) = try await CentralAsyncTests.found(bluez, sensor)
+        defer { withExtendedLifetime(central) {} }
+        try await central.connect(to: peripheral)
+        let service = try #require(
+            try await peripheral.discoverServices(matching: nil).first { $0.uuid == BluetoothUUID(0x180D) })
+        let measurement = try #require(
+            try await peripheral.discoverCharacteristics(matching: [BluetoothUUID(0x2A37)], in: service).first)
+        let recorder = ThreadRecorder()
+        peripheral.delegate = recorder
+        peripheral.setNotifyValue(true, for: measurement)
+        try await waitUntil("subscribed") { source.isNotifying && measurement.isNotifying }
+        for index in 0..<5 {
+            #expect(source.notify([UInt8(index)]))
+            try await waitUntil("value \(index) delivered") { recorder.names.withLock { $0.count } == index + 1 }
+        }
+        #expect(recorder.names.withLock { $0 } == Array(repeating: BlueZClient.busReaderThreadName, count: 5))
+    }
+
     // MARK: The backlog alone
 
     /// A peripheral to put in entries (the backlog only holds it), and characteristics of it.

@@ -310,7 +310,16 @@ public final class CentralManager: Sendable {
         enqueue(.event(event))
     }
 
-    /// Hands `entry` to the backlog, and a drain block to `queue` unless one is there already.
+    /// Hands `entry` to the backlog, and a drain to `queue` unless one is on its way already.
+    ///
+    /// On one of the connection's reading threads (a notification, any event handled as it is
+    /// read) the drain runs on that thread once it has left the connection's queue, inside
+    /// `queue.sync`: one thread wake-up per value instead of two (the reading thread's, then a
+    /// worker's for `queue`). Not for the main queue, whose blocks only the main thread runs.
+    /// While the app keeps `queue` busy that thread waits there and the connection's other
+    /// reading thread reads on, so what arrives meanwhile waits here, within the backlog's
+    /// bounds, as with `async` (one drain is on its way at a time: only one thread waits).
+    /// Anywhere else the drain goes to `queue` with `async`.
     private func enqueue(_ entry: CentralDeliveryBacklog.Entry) {
         let admission = deliveries.add(entry)
         if admission.firstDrop {
@@ -319,7 +328,11 @@ public final class CentralManager: Sendable {
                     + "per characteristic) or discoveries (\(CentralDeliveryBacklog.discoveryLimit) per peripheral) "
                     + "are dropped, oldest first")
         }
-        if admission.startDrain { queue.async { [self] in drainDeliveries() } }
+        guard admission.startDrain else { return }
+        if queue !== DispatchQueue.main, BlueZClient.runAfterBusEvent({ [self] in queue.sync { drainDeliveries() } }) {
+            return
+        }
+        queue.async { [self] in drainDeliveries() }
     }
 
     /// Delivers what waits, in order, on `queue`; after 64 entries it yields the queue to other

@@ -127,7 +127,9 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         output.emit(
             "disconnected", ["id": peripheral.identifier.uuidString, "error": error.map { "\($0)" } ?? NSNull()],
             human: "Disconnected\(error.map { ": \($0)" } ?? ""); waiting for the sensor to come back")
-        // The door-lock pattern: ask again at once; the request never times out.
+        // The door-lock pattern: ask again at once; the request never times out. Not when the
+        // link ended because `--count` readings were printed and `stop` cancelled it.
+        guard !finished else { return }
         central.connect(peripheral)
     }
 

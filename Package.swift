@@ -182,6 +182,14 @@ let package = Package(
             path: "Benchmarks/FloodPeer",
             swiftSettings: strictSettings
         ),
+        // A simulated heart-rate sensor feeding a central run under a profiler on this machine
+        // (Scripts/profile-notify-path): heart-rate-central beside the C floor, no guest.
+        .executableTarget(
+            name: "NotifyPathProfile",
+            dependencies: ["BlueZKitTesting"],
+            path: "Benchmarks/NotifyPathProfile",
+            swiftSettings: strictSettings
+        ),
         .executableTarget(
             name: "PendingConnectBenchmark",
             dependencies: ["BlueZKit"],

@@ -19,24 +19,33 @@ import Testing
         }
     }
 
-    /// A peripheral notifies while the delegate queue is stuck: at most 128 values wait, the
-    /// oldest are dropped (counted), and the newest one is delivered last.
-    @Test func aSlowDelegateKeepsTheNewest128ValuesOfACharacteristic() async throws {
-        let bluez = try await SimulatedBlueZ.start()
-        defer { bluez.stop() }
+    /// A connected central whose peripheral has `delegate` and is subscribed to the simulated
+    /// sensor's heart-rate measurement; the sensor's characteristic to notify from.
+    static func subscribed(_ bluez: SimulatedBlueZ, delegate: any PeripheralDelegate) async throws
+        -> (CentralManager, CentralAsyncTests.Quiet, SimulatedCharacteristic)
+    {
         let (sensor, source) = CentralAsyncTests.sensor()
         try bluez.addPeripheral(sensor)
-        let (central, delegate, peripheral) = try await CentralAsyncTests.found(bluez, sensor)
-        defer { withExtendedLifetime(central) {} }
+        let (central, quiet, peripheral) = try await CentralAsyncTests.found(bluez, sensor)
         try await central.connect(to: peripheral)
         let service = try #require(
             try await peripheral.discoverServices(matching: nil).first { $0.uuid == BluetoothUUID(0x180D) })
         let measurement = try #require(
             try await peripheral.discoverCharacteristics(matching: [BluetoothUUID(0x2A37)], in: service).first)
-        let counter = Counter()
-        peripheral.delegate = counter
+        peripheral.delegate = delegate
         peripheral.setNotifyValue(true, for: measurement)
         try await waitUntil("subscribed") { source.isNotifying && measurement.isNotifying }
+        return (central, quiet, source)
+    }
+
+    /// A peripheral notifies while the delegate queue is stuck: at most 128 values wait, the
+    /// oldest are dropped (counted), and the newest one is delivered last.
+    @Test func aSlowDelegateKeepsTheNewest128ValuesOfACharacteristic() async throws {
+        let bluez = try await SimulatedBlueZ.start()
+        defer { bluez.stop() }
+        let counter = Counter()
+        let (central, delegate, source) = try await Self.subscribed(bluez, delegate: counter)
+        defer { withExtendedLifetime(central) {} }
         // The delegate queue is stuck until `gate` opens.
         let gate = DispatchSemaphore(value: 0)
         delegate.queue.async { gate.wait() }
@@ -74,19 +83,9 @@ import Testing
     @Test func aNotificationReachesTheDelegateOnTheThreadThatReadIt() async throws {
         let bluez = try await SimulatedBlueZ.start()
         defer { bluez.stop() }
-        let (sensor, source) = CentralAsyncTests.sensor()
-        try bluez.addPeripheral(sensor)
-        let (central, _, peripheral) = try await CentralAsyncTests.found(bluez, sensor)
-        defer { withExtendedLifetime(central) {} }
-        try await central.connect(to: peripheral)
-        let service = try #require(
-            try await peripheral.discoverServices(matching: nil).first { $0.uuid == BluetoothUUID(0x180D) })
-        let measurement = try #require(
-            try await peripheral.discoverCharacteristics(matching: [BluetoothUUID(0x2A37)], in: service).first)
         let recorder = ThreadRecorder()
-        peripheral.delegate = recorder
-        peripheral.setNotifyValue(true, for: measurement)
-        try await waitUntil("subscribed") { source.isNotifying && measurement.isNotifying }
+        let (central, _, source) = try await Self.subscribed(bluez, delegate: recorder)
+        defer { withExtendedLifetime(central) {} }
         for index in 0..<5 {
             #expect(source.notify([UInt8(index)]))
             try await waitUntil("value \(index) delivered") { recorder.names.withLock { $0.count } == index + 1 }

@@ -31,9 +31,14 @@ extension SystemCall {
 
     /// `epoll_wait(2)` for ever (an interrupted wait is made again): how many ready events were
     /// written to the start of `events` (each one's data is the descriptor given to
-    /// ``epollAdd(_:_:exclusive:)``).
+    /// ``epollAdd(_:_:exclusive:)``). An empty `events` is `EINVAL`, as the kernel says.
+    ///
+    /// The buffer's start is unwrapped here: glibc 2.41 (Debian 13) declares the parameter
+    /// non-null, so Swift imports it as a non-optional pointer there and an optional one with
+    /// glibc 2.36 (Debian 12); a non-optional pointer passes to both.
     static func epollWait(_ epoll: Int32, _ events: UnsafeMutableBufferPointer<epoll_event>) -> Result<Int, Errno> {
-        valueOrErrno { epoll_wait(epoll, events.baseAddress, Int32(events.count), -1) }.map(Int.init)
+        guard let start = events.baseAddress, !events.isEmpty else { return .failure(Errno(EINVAL)) }
+        return valueOrErrno { epoll_wait(epoll, start, Int32(events.count), -1) }.map(Int.init)
     }
 
     /// `fcntl(fd, F_DUPFD_CLOEXEC, 0)`: a new descriptor for the same open file.

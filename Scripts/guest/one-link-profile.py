@@ -97,7 +97,8 @@ def main():
     for tid in sorted(set(start) & set(end), key=int):
         (_, ns0, vol0, inv0), (name, ns1, vol1, inv1) = start[tid], end[tid]
         log(f"thread {tid} {name!r}: {(ns1 - ns0) / 1e6 / notifications:.3f} ms and "
-            f"{(vol1 + inv1 - vol0 - inv0) / notifications:.2f} switches per notification")
+            f"{(vol1 + inv1 - vol0 - inv0) / notifications:.2f} switches per notification "
+            f"({(inv1 - inv0) / notifications:.2f} involuntary)")
     if args.strace:
         shutil.copy(trace, os.path.join(args.out, f"strace.{args.side}.txt"))
         return

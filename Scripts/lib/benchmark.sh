@@ -18,6 +18,9 @@
 #   run_logged SECONDS OUT CMD...  runs CMD (stdout to OUT, stderr to OUT.err) with a time
 #                                limit; dies with its last lines when it fails
 #   wait_ready FILE PID SECONDS WHAT, wait_for PID SECONDS WHAT (sets WAIT_STATUS)
+#   bench_python                 the Python references' virtual environment OUT/venv with bleak,
+#                                dbus-fast and bless from PyPI (made when missing): sets PYTHON
+#                                and PY_VERSIONS (after bench_start)
 #   bench_build PRODUCT...       swift build -c release of the products and BenchmarkReport in
 #                                SCRATCH (BENCH_SCRATCH, default OUT/swiftpm); sets BIN
 #   stats, ratio, difference, slope, verdict   BenchmarkReport's statistics (see its header)
@@ -137,6 +140,23 @@ wait_for() {
         sleep 0.05
     done
     die "$what did not finish within ${seconds}s"
+}
+
+# --- The Python references ---------------------------------------------------
+
+bench_python() {
+    local venv=$OUT/venv
+    PYTHON=$venv/bin/python
+    if ! [ -x "$PYTHON" ] || ! "$PYTHON" -c 'import bleak, dbus_fast, bless, dbus_next' >/dev/null 2>&1; then
+        log "making the Python environment ${venv#"$ROOT"/} (bleak, dbus-fast, bless from PyPI)"
+        [ -x "$PYTHON" ] || /usr/bin/python3 -m venv "$venv" || die "cannot make a virtual environment in $venv"
+        "$PYTHON" -m pip install --quiet --disable-pip-version-check bleak dbus-fast bless >"$OUT/pip.log" 2>&1 || {
+            tail -20 "$OUT/pip.log" >&2
+            die "pip install bleak dbus-fast bless failed"
+        }
+    fi
+    PY_VERSIONS=$("$PYTHON" -c "from importlib.metadata import version as v; print('bleak', v('bleak') + ', dbus-fast', v('dbus-fast') + ', bless', v('bless'))")
+    log "Python side: $PY_VERSIONS"
 }
 
 # --- Build -------------------------------------------------------------------

@@ -398,11 +398,11 @@ public final class CentralManager: Sendable {
     /// order, without the event's switch. At most 128 values of one characteristic wait; a newer
     /// one drops the oldest (see ``CentralDeliveryBacklog``).
     ///
-    /// Always `async`, never `sync` from the connection's reading thread (which would save a
-    /// thread wake-up per value, as the `AcquireNotify` socket's own reader does): that thread
-    /// also reads every method reply, so blocking it on the app's queue would deadlock any code
-    /// that blocks that queue until a bus call completes, and would stall every other manager
-    /// on the connection behind a slow delegate.
+    /// Read on one of the connection's two reading threads, the value reaches the delegate on
+    /// that same thread, in `queue.sync` once the thread has left the connection's queue (see
+    /// `enqueue(_:)`): while an app blocks `queue` until a bus call completes, the other reading
+    /// thread reads the reply, so that never deadlocks, and at most one reading thread waits on
+    /// an app's queue at a time.
     func postNotification(_ value: Data, of characteristic: Characteristic, from peripheral: Peripheral) {
         enqueue(.notification(value, characteristic, peripheral))
     }

@@ -42,7 +42,8 @@ final class DescriptorWatcher: Sendable {
         let flags = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
         (wakeRead, wakeWrite) = (try? SystemCall.socketPair(AF_UNIX, flags).get()) ?? (-1, -1)
         Thread.detachNewThread { [self] in
-            Thread.current.name = "BlueZKit descriptors"
+            // Within Linux's 15 bytes (a longer name is refused): "BlueZKit descriptors" never applied.
+            SystemCall.nameCurrentThread("BlueZKit fds")
             run()
         }
     }

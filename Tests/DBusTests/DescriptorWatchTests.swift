@@ -62,6 +62,27 @@ struct DescriptorWatchTests {
         #expect(watch.isCancelled)
     }
 
+    /// The shared watcher's thread is named within Linux's 15 bytes (a longer name is refused
+    /// and the thread keeps its creator's), so `top -H` and profiles show it.
+    @Test func theWatchersThreadIsNamedForTheKernel() async throws {
+        let (ours, peer) = try Self.socketPair()
+        defer { close(peer) }
+        let watch = DescriptorReadiness.repeating(ours, .readable, queue: DispatchQueue(label: "watch")) {
+            _ = Self.drain(ours)
+        } cancelled: {
+            close(ours)
+        }
+        defer { watch.cancel() }
+        let names = { () -> [String] in
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.compactMap {
+                try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+        }
+        try await waitUntil("a thread is named BlueZKit fds") { names().contains("BlueZKit fds") }
+    }
+
     @Test func aOneShotWatchFiresOnceAndCancelsItself() async throws {
         let (ours, peer) = try Self.socketPair()
         defer { close(peer) }

@@ -213,7 +213,7 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         manager.connect(peripheral)
     }
 
-    /// Discovers what is missing, reads the location, subscribes: after a connect, or with a
+    /// Discovers what is missing, subscribes, reads the location: after a connect, or with a
     /// restored peripheral that already carries its services and notify state.
     private func continueSetUp(_ peripheral: Peripheral) {
         guard let service = peripheral.services?.first(where: { $0.uuid == HeartRateProfile.service }) else {
@@ -227,14 +227,16 @@ final class HeartRateMonitor: CentralManagerDelegate, PeripheralDelegate, @unche
         subscribe(peripheral, service)
     }
 
+    /// Subscribes to the measurement, then reads the location: ATT answers one request at a
+    /// time, so the subscription first lets the first reading come one round trip sooner.
     private func subscribe(_ peripheral: Peripheral, _ service: Service) {
         let characteristics = service.characteristics ?? []
-        if let location = characteristics.first(where: { $0.uuid == HeartRateProfile.bodySensorLocation }) {
-            peripheral.readValue(for: location)
-        }
         guard let measurement = characteristics.first(where: { $0.uuid == HeartRateProfile.measurement }) else {
             return output.error("the sensor has no Heart Rate Measurement characteristic")
         }
         if !measurement.isNotifying { peripheral.setNotifyValue(true, for: measurement) }
+        if let location = characteristics.first(where: { $0.uuid == HeartRateProfile.bodySensorLocation }) {
+            peripheral.readValue(for: location)
+        }
     }
 }

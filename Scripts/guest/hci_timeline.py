@@ -10,6 +10,14 @@ phases(events, discovered, first_reading, central=0) splits one central's way fr
 "discovered" line to its first reading into what the controller saw:
   to_create_connection_ms  "discovered" → LE (Extended) Create Connection on the central's
                            controller: the central process and bluetoothd asking for the link
+  scan_stop_ms             when the central's controller was told to stop scanning in that
+                           phase (LE Set (Extended) Scan Enable, off): "discovered" → that
+                           command. A central that prints "discovered" before it stops its scan
+                           (heart-rate-central: Core Bluetooth's didDiscover, then stopScan)
+                           has it; one that prints it once the scan stopped (bleak's
+                           find_device_by_name) has not
+  to_create_connection_after_scan_stop_ms  that command → LE Create Connection: the like of
+                           the second kind's to_create_connection_ms
   link_ms                  that command → LE (Enhanced) Connection Complete: the emulated link
                            (btvirt and the peripheral's advertising)
   att_waiting_ms           during GATT set-up (connection complete → the client characteristic
@@ -38,6 +46,7 @@ EPOCH_OFFSET_US = 0x00E03AB44A676000 - 946684800 * 1_000_000  # btsnoop's 0 AD o
 
 OP_COMMAND, OP_EVENT, OP_ACL_TX, OP_ACL_RX = 2, 3, 4, 5
 LE_CREATE_CONNECTION = (0x200D, 0x2043)  # legacy, extended
+LE_SET_SCAN_ENABLE = (0x200C, 0x2042)  # legacy, extended: the first parameter is the enable
 LE_META_EVENT = 0x3E
 LE_CONNECTION_COMPLETE = (0x01, 0x0A)  # legacy, enhanced
 ATT_CID = 4
@@ -63,7 +72,7 @@ ATT_NAMES = {
     0x52: "write-cmd",
 }
 PHASES = ("to_create_connection_ms", "link_ms", "att_waiting_ms", "att_host_ms", "notification_wait_ms",
-          "delivery_ms", "att_requests")
+          "delivery_ms", "att_requests", "scan_stop_ms", "to_create_connection_after_scan_stop_ms")
 
 
 def read_events(path):
@@ -103,6 +112,8 @@ def decode(opcode, packet):
         command = struct.unpack("<H", packet[:2])[0]
         if command in LE_CREATE_CONNECTION:
             return ("create", command)
+        if command in LE_SET_SCAN_ENABLE and len(packet) >= 4 and packet[3] == 0:
+            return ("scan-off", command)
     elif opcode == OP_EVENT and len(packet) >= 4:
         if packet[0] == LE_META_EVENT and packet[2] in LE_CONNECTION_COMPLETE:
             return ("complete", packet[3])
@@ -164,7 +175,7 @@ def phases(events, discovered, first_reading, central=0):
     def ms(value):
         return round(value * 1000, 1)
 
-    return {
+    figures = {
         "to_create_connection_ms": ms(create[0] - discovered),
         "link_ms": ms(complete[0] - create[0]),
         "att_waiting_ms": ms(waiting),
@@ -173,6 +184,11 @@ def phases(events, discovered, first_reading, central=0):
         "delivery_ms": ms(first_reading - notification[0]),
         "att_requests": requests,
     }
+    scan_off = first(lambda e: e[2] == "scan-off", discovered - 0.001)
+    if scan_off is not None and scan_off[0] <= create[0]:
+        figures["scan_stop_ms"] = ms(scan_off[0] - discovered)
+        figures["to_create_connection_after_scan_stop_ms"] = ms(create[0] - scan_off[0])
+    return figures
 
 
 def setup_trace(events, discovered, first_reading, central=0):

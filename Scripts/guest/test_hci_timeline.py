@@ -82,6 +82,26 @@ class PhasesTests(unittest.TestCase):
             "att_requests": 4,
         })
 
+    def test_a_scan_stopped_after_the_discovered_line_splits_the_asking_phase(self):
+        t = BASE
+        records = self.run_records()
+        # Before the window (not counted), then in it: the scan switched off at +4 ms (legacy,
+        # then extended: the first one counts), on again elsewhere (not a stop).
+        records[0:0] = [record(t - 0.010, 0, hci_timeline.OP_COMMAND, struct.pack("<HBBB", 0x200C, 2, 0, 0))]
+        records.insert(2, record(t + 0.004, 0, hci_timeline.OP_COMMAND, struct.pack("<HBBB", 0x2042, 6, 0, 0)))
+        records.insert(3, record(t + 0.006, 0, hci_timeline.OP_COMMAND, struct.pack("<HBBB", 0x200C, 2, 0, 0)))
+        records.insert(4, record(t + 0.007, 1, hci_timeline.OP_COMMAND, struct.pack("<HBBB", 0x200C, 2, 1, 0)))
+        figures = hci_timeline.phases(hci_timeline.read_events(self.write(records)), BASE, BASE + 0.250)
+        self.assertEqual(figures["to_create_connection_ms"], 10.0)
+        self.assertEqual(figures["scan_stop_ms"], 4.0)
+        self.assertEqual(figures["to_create_connection_after_scan_stop_ms"], 6.0)
+
+    def test_a_scan_switched_on_is_not_a_stop(self):
+        records = self.run_records()
+        records.insert(1, record(BASE + 0.007, 0, hci_timeline.OP_COMMAND, struct.pack("<HBBB", 0x200C, 2, 1, 0)))
+        figures = hci_timeline.phases(hci_timeline.read_events(self.write(records)), BASE, BASE + 0.250)
+        self.assertNotIn("scan_stop_ms", figures)
+
     def test_requests_in_flight_on_two_bearers_at_once_are_counted_once(self):
         records = self.run_records()
         # A read on an EATT bearer from 0.095 to 0.140, overlapping the read by group type

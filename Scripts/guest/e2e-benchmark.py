@@ -339,7 +339,8 @@ def main():
             if value:
                 summary[f"{side}_connect_{phase}"] = value
     for side in ("bluezkit", "bleak", "c", "bluezkit-text", "bleak-acquire", "bluezkit-socket"):
-        for key in ("cpu_ms_per_notification", "notifications_per_s", "self_reported_cpu_ms_per_notification"):
+        for key in ("cpu_ms_per_notification", "notifications_per_s", "self_reported_cpu_ms_per_notification",
+                    "driver_cpu_ms_per_notification"):
             value = median_of(result["runs"], side, key)
             if value:
                 summary[f"{side.replace('-', '_')}_{key}"] = value

@@ -10,14 +10,16 @@ phases(events, discovered, first_reading, central=0) splits one central's way fr
 "discovered" line to its first reading into what the controller saw:
   to_create_connection_ms  "discovered" → LE (Extended) Create Connection on the central's
                            controller: the central process and bluetoothd asking for the link
-  scan_stop_ms             when the central's controller was told to stop scanning in that
-                           phase (LE Set (Extended) Scan Enable, off): "discovered" → that
-                           command. A central that prints "discovered" before it stops its scan
-                           (heart-rate-central: Core Bluetooth's didDiscover, then stopScan)
-                           has it; one that prints it once the scan stopped (bleak's
-                           find_device_by_name) has not
-  to_create_connection_after_scan_stop_ms  that command → LE Create Connection: the like of
-                           the second kind's to_create_connection_ms
+  scan_stop_ms             "discovered" → the first time in that phase the central's
+                           controller is told to stop scanning (LE Set (Extended) Scan Enable,
+                           off), and
+  to_create_connection_after_scan_stop_ms  that command → the LE Create Connection. For a
+                           central that prints "discovered" before it stops its discovery
+                           (heart-rate-central: Core Bluetooth's didDiscover, then stopScan) that
+                           stop is its StopDiscovery, and the rest is its Connect (the kernel's
+                           own scan for the device, then the create); for one that printed it
+                           once its discovery had stopped (bleak's find_device_by_name) the stop
+                           is the kernel ending its scan for the device, right before the create
   link_ms                  that command → LE (Enhanced) Connection Complete: the emulated link
                            (btvirt and the peripheral's advertising)
   att_waiting_ms           during GATT set-up (connection complete → the client characteristic

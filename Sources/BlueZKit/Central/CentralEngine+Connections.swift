@@ -266,7 +266,14 @@ extension CentralEngine {
                 BlueZLog.warning("background discovery (\(wanted ? "start" : "stop")): \(error)")
                 // Not discovering after all (bluetoothd or the adapter is away): the next
                 // attempt, or the adapter's return, tries again.
-                if wanted { self.backgroundDiscovery = false }
+                guard wanted else { return }
+                self.backgroundDiscovery = false
+                // A start whose reply was lost may have taken effect (bluetoothd registers the
+                // session when the call arrives and answers in order): a stop after it ends a
+                // discovery nobody would otherwise stop. Not while a scan of the app's runs.
+                if error.code == .timeout || error.code == .noReply, self.scan == nil {
+                    try? await self.client.stopDiscovery()
+                }
             }
         }
     }

@@ -268,14 +268,33 @@ extension CentralEngine {
                 // attempt, or the adapter's return, tries again.
                 guard wanted else { return }
                 self.backgroundDiscovery = false
-                // A start whose reply was lost may have taken effect (bluetoothd registers the
-                // session when the call arrives and answers in order): a stop after it ends a
-                // discovery nobody would otherwise stop. Not while a scan of the app's runs.
+                // A start whose reply was lost may have taken effect: bluetoothd (5.66 to 5.87,
+                // `start_discovery` in src/adapter.c) registers the session when the call arrives
+                // and answers once the kernel has started; a stop ends a discovery nobody would
+                // otherwise stop. Not while a scan of the app's runs.
                 if error.code == .timeout || error.code == .noReply, self.scan == nil {
-                    try? await self.client.stopDiscovery()
+                    await self.stopLateStartedDiscovery()
                 }
             }
         }
+    }
+
+    /// `StopDiscovery` after a start whose reply was lost (on the queue, in discovery order).
+    /// While that start is still under way bluetoothd answers Busy (`InProgress`: `stop_discovery`
+    /// refuses a session whose start has not been answered), so it asks again, every 500 ms for up
+    /// to 10 s; "No discovery started" (the start never took effect) or success ends it.
+    func stopLateStartedDiscovery() async {
+        for _ in 0..<20 {
+            do throws(BlueZError) {
+                try await client.stopDiscovery()
+                return
+            } catch  where error.code == .inProgress {
+                try? await Task.sleep(for: .milliseconds(500))
+            } catch {
+                return
+            }
+        }
+        BlueZLog.warning("background discovery: bluetoothd kept a late start under way; not stopped")
     }
 
     /// `Device1.Paired` and `Bonded` (any thread but the queue).

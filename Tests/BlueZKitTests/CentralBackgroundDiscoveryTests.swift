@@ -39,4 +39,40 @@ import Testing
             diagnostics: { "discovering: \(String(describing: fixture.bluez.adapters.first?.isDiscovering))" },
             { fixture.bluez.adapters.first?.isDiscovering == false })
     }
+
+    /// A background start that bluetoothd answers after the client's 5 s limit took effect all
+    /// the same (bluetoothd registers the session when the call arrives): the engine stops it,
+    /// asking again while bluetoothd answers InProgress (`stop_discovery` refuses a session whose
+    /// start is unanswered). Before 60e5d5c the failed start was taken as not started, and
+    /// nothing stopped the discovery once the connection no longer needed it: what CI's TSan run
+    /// showed in `waitsForAPeripheralThatIsAwayAndConnectsWhenItReturns`.
+    @Test func aBackgroundStartAnsweredAfterTheCallsLimitIsStopped() async throws {
+        let fixture = try await CentralFixture.make()
+        let (sensor, peripheral) = try await CentralManagerConnectTests.discoverSensor(fixture)
+        try await waitUntil("the first scan stopped") { fixture.bluez.adapters.first?.isDiscovering == false }
+        sensor.setInRange(false)
+        #expect(fixture.bluez.removeDevice(sensor))
+
+        fixture.bluez.inject(.delay(.seconds(7)), for: .startDiscovery)
+        fixture.central.connect(peripheral)
+        try await waitUntil("the background session registered") {
+            fixture.bluez.adapters.first?.discoverySessionCount == 1
+        }
+        // No connection needs a discovery any more; the stop this asks for waits behind the start.
+        fixture.central.cancelPeripheralConnection(peripheral)
+        try await waitUntil("cancelled") { peripheral.state == .disconnected }
+
+        try await pollUntil(
+            "the late-started discovery stops", timeout: .seconds(20),
+            diagnostics: {
+                let adapter = fixture.bluez.adapters.first
+                return "discovering: \(String(describing: adapter?.isDiscovering)), "
+                    + "sessions: \(String(describing: adapter?.discoverySessionCount))"
+            },
+            {
+                // The session (registered at once, kept until a stop succeeds) is gone, and with it the scan.
+                fixture.bluez.adapters.first?.discoverySessionCount == 0
+                    && fixture.bluez.adapters.first?.isDiscovering == false
+            })
+    }
 }

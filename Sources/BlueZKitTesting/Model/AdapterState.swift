@@ -7,6 +7,9 @@ struct AdapterState: Sendable {
         var owner: String
         var filter: DiscoveryFilter?
         var discovering: Bool
+        /// Its `StartDiscovery` is not answered yet (`client->msg`): bluetoothd then answers its
+        /// `StopDiscovery` with InProgress.
+        var startPending = false
     }
 
     let name: String

@@ -3,7 +3,8 @@ internal import DBus
 /// `org.bluez.Adapter1`: its methods, its writable properties and powering.
 extension SimulatorCore {
     func handleAdapterCall(
-        _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue]
+        _ invocation: DBusMethodInvocation, _ member: String, _ path: ObjectPath, _ arguments: [DBusValue],
+        extraDelay: Duration = .zero
     ) {
         guard let adapter = adapter(at: path) else {
             return reply(invocation, error: BlueZErrors.unknownObject(path.rawValue))
@@ -18,18 +19,24 @@ extension SimulatorCore {
             if let client = adapter.clients.first(where: { $0.owner == sender }), client.discovering {
                 return reply(invocation, error: BlueZErrors.busy)
             }
+            // The session is registered when the call arrives, whenever it is answered.
+            let pending = extraDelay > .zero
             updateAdapter(adapter.name) { adapter in
                 if let index = adapter.clients.firstIndex(where: { $0.owner == sender }) {
                     adapter.clients[index].discovering = true
+                    adapter.clients[index].startPending = pending
                 } else {
-                    adapter.clients.append(.init(owner: sender, filter: nil, discovering: true))
+                    adapter.clients.append(.init(owner: sender, filter: nil, discovering: true, startPending: pending))
                 }
             }
-            updateDiscovery(adapter.name, replyTo: invocation)
+            guard pending else { return updateDiscovery(adapter.name, replyTo: invocation) }
+            after(extraDelay) { self.answerLateStart(adapter.name, client: sender, invocation) }
         case "StopDiscovery":
-            guard adapter.clients.contains(where: { $0.owner == sender && $0.discovering }) else {
+            guard let client = adapter.clients.first(where: { $0.owner == sender && $0.discovering }) else {
                 return reply(invocation, error: BlueZErrors.failed("No discovery started"))
             }
+            // `stop_discovery` refuses a session whose start is still unanswered.
+            if client.startPending { return reply(invocation, error: BlueZErrors.busy) }
             stopDiscovery(adapter.name, client: sender, replyTo: invocation)
         case "SetDiscoveryFilter":
             let parsed = DiscoveryFilter.parse(arguments.first ?? .bool(false), scanType: adapter.scanType)
@@ -57,6 +64,17 @@ extension SimulatorCore {
         default:
             reply(invocation, error: BlueZErrors.notSupported)
         }
+    }
+
+    /// A `StartDiscovery` that a `.delay` fault held (a slow kernel start): the scan starts and
+    /// the call is answered now, as `start_discovery_complete` does. A client that left meanwhile
+    /// took its session with it (its reply then goes nowhere).
+    private func answerLateStart(_ name: String, client owner: String, _ invocation: DBusMethodInvocation) {
+        updateAdapter(name) { adapter in
+            guard let index = adapter.clients.firstIndex(where: { $0.owner == owner }) else { return }
+            adapter.clients[index].startPending = false
+        }
+        updateDiscovery(name, replyTo: invocation)
     }
 
     /// Applies a change to an adapter's state.

@@ -55,7 +55,7 @@ extension SimulatorCore {
         case .noReply?:
             hold(invocation)
         case .delay(let delay)?:
-            if method == .connect || method == .pair {
+            if method == .connect || method == .pair || method == .startDiscovery {
                 route(invocation, method, path, extraDelay: delay)
             } else {
                 after(delay) { self.route(invocation, method, path, extraDelay: .zero) }
@@ -86,7 +86,7 @@ extension SimulatorCore {
         case (Self.propertiesInterface, "Set"):
             setProperty(invocation, path, arguments)
         case (Self.adapterInterface, _):
-            handleAdapterCall(invocation, method.member, path, arguments)
+            handleAdapterCall(invocation, method.member, path, arguments, extraDelay: extraDelay)
         case (Self.deviceInterface, _):
             handleDeviceCall(invocation, method.member, path, extraDelay: extraDelay)
         case ("org.bluez.GattCharacteristic1", _), ("org.bluez.GattDescriptor1", _):

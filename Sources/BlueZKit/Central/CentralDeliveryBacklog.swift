@@ -99,11 +99,16 @@ final class CentralDeliveryBacklog: Sendable {
                 Self.compact(&state)
                 return (slot.entry, 0)
             }
-            state.entries.removeAll(keepingCapacity: state.entries.count <= 1024)
-            state.waiting.removeAll(keepingCapacity: true)
-            state.indexed = false
-            state.firstSequence += state.head
-            state.head = 0
+            // Each value of a steady stream ends its drain here: only what was used is reset.
+            if state.head > 0 {
+                state.entries.removeAll(keepingCapacity: state.entries.count <= 1024)
+                state.firstSequence += state.head
+                state.head = 0
+            }
+            if state.indexed {
+                state.waiting.removeAll(keepingCapacity: true)
+                state.indexed = false
+            }
             state.draining = false
             defer { state.droppedSinceLog = 0 }
             return (nil, state.droppedSinceLog)

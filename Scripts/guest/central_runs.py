@@ -16,7 +16,7 @@ import statistics
 import subprocess
 import time
 
-from guest_common import busctl, cpu_ticks, devices, die, log, threads, wait_until
+from guest_common import busctl, cpu_and_faults, cpu_ticks, devices, die, log, threads, wait_until
 
 NAME = "BlueZKit Bench"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -237,6 +237,7 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
                 n = state["n"]
                 if n == 1:
                     state["first"] = (now, cpu_ticks(process.pid))
+                    state["first_sample"] = cpu_and_faults(process.pid)
                     state["driver0"] = time.process_time()
                     state["notified0"] = peripheral.notified_count
                     if sample_peripheral:
@@ -256,6 +257,7 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
             elif b'"discovered"' in line and state["first"] is None:
                 # bleak's central tries again after a failed set-up: the last attempt counts.
                 state["discovered"] = now
+                state["discovered_sample"] = cpu_and_faults(process.pid)
             elif b'"summary"' in line:
                 state["summary"] = json.loads(line)
             elif b'"error"' in line or line.startswith(b"error"):
@@ -301,6 +303,12 @@ def run_central(args, selector, peripheral, side, count, extra, stamp=False, sam
             for name in DAEMONS if daemons.get(name)}
     if state["discovered"] is not None:
         figures["connect_to_first_reading_ms"] = round((t0 - state["discovered"]) * 1000, 1)
+        # What the central itself did meanwhile: its CPU, and the pages it touched first (its
+        # code and data met for the first time fault in; a fault is costly under TCG).
+        (cpu0, minor0, major0), (cpu1, minor1, major1) = state["discovered_sample"], state["first_sample"]
+        figures["connect_cpu_ms"] = round((cpu1 - cpu0) * 1000 / CLK_TCK, 1)
+        figures["connect_minor_faults"] = minor1 - minor0
+        figures["connect_major_faults"] = major1 - major0
         if stamp:
             figures["discovered_at"] = state["discovered"] + wall_offset
             figures["first_reading_at"] = t0 + wall_offset

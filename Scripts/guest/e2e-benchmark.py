@@ -10,7 +10,7 @@ needs bluetoothd with hci0 and hci1 powered.
                 [--latency-interval-ms MS] [--latency-count N] [--latency-runs R]
                 [--bless-peripheral FILE [--c-peripheral FILE] [--peripheral-runs R]]
                 [--connect-runs R] [--connect-count N] [--skip-central-runs] [--btsnoop FILE]
-                [--json FILE]
+                [--wakeup-granularity-ns NS] [--json FILE]
 
 1. Saturation: heart-rate-peripheral (DIR) notifies on hci1 every MS milliseconds; for
    each of --intervals (default 20,10,5) one BlueZKit and one bleak central take
@@ -70,11 +70,18 @@ needs bluetoothd with hci0 and hci1 powered.
    central again without forgetting the device, so bluetoothd has its GATT database cached and
    does no discovery — as in bleak's counted attempt, which follows a failed first attempt that
    did the discovery (see bleak_central.py). Cold against warm is not a comparison: the warm
-   BlueZKit runs are bleak's like.
+   BlueZKit runs are bleak's like. Per run also the central's own CPU from its "discovered" line
+   to its first reading and the page faults it took meanwhile (connect_cpu_ms,
+   connect_minor_faults, connect_major_faults: /proc/PID/stat), medians per side in the summary.
 --skip-central-runs skips phases 1 and 2 (Scripts/benchmark runs 4 and 5 in guests of their own).
 Between runs: the central's link is down on both adapters and hci0 forgets the device
 (Adapter1.RemoveDevice), so every run scans, connects and discovers afresh (but phase 5's warm
 runs, which keep the device).
+
+--wakeup-granularity-ns NS (a diagnostic, never for the figures) sets the guest kernel's CFS
+wakeup_granularity_ns first: a woken task preempts the running one only when it has had NS less
+CPU (weighted), so a large NS shows what the centrals cost when nothing preempts them. The JSON's
+"scheduler" records the kernel and its wake-up knobs either way.
 
 Prints progress on stderr and one JSON object on stdout (also to --json FILE): the runs
 and the medians. Exit status 0 when every run delivered its readings.
@@ -131,6 +138,8 @@ def main():
     parser.add_argument("--connect-count", type=int, default=3, help="readings per connect run")
     parser.add_argument("--skip-central-runs", action="store_true", help="skip phases 1 and 2")
     parser.add_argument("--btsnoop", help="btmon -w's file (e.g. /run/bluez-vm/btmon.snoop): phase 5's breakdown")
+    parser.add_argument("--wakeup-granularity-ns", type=int,
+                        help="a diagnostic: sets the guest's CFS wakeup_granularity_ns before the runs")
     parser.add_argument("--json")
     args = parser.parse_args()
     intervals = [int(value) for value in args.intervals.split(",") if value]
@@ -141,10 +150,13 @@ def main():
     args.workdir = os.environ.get("E2E_WORKDIR") or "/run/e2e-benchmark"
     os.makedirs(args.workdir, exist_ok=True)
 
+    if args.wakeup_granularity_ns is not None:
+        guest_common.set_wakeup_granularity(args.wakeup_granularity_ns)
     selector = selectors.DefaultSelector()
     peripheral = None
     result = {"count": args.count, "calibration": [], "runs": [], "latency_runs": [], "peripheral_runs": [],
-              "connect_runs": []}
+              "connect_runs": [], "scheduler": guest_common.scheduler()}
+    log(f"scheduler: {result['scheduler']}")
 
     def start_peripheral(interval, bless=False, c=False):
         nonlocal peripheral
@@ -338,6 +350,10 @@ def main():
             value = median_of(result["connect_runs"], side, phase)
             if value:
                 summary[f"{side}_connect_{phase}"] = value
+        for key in ("connect_cpu_ms", "connect_minor_faults", "connect_major_faults"):
+            value = median_of(result["connect_runs"], side, key)
+            if value is not None:
+                summary[f"{side}_{key}"] = value
     for side in ("bluezkit", "bleak", "c", "bluezkit-text", "bleak-acquire", "bluezkit-socket"):
         for key in ("cpu_ms_per_notification", "notifications_per_s", "self_reported_cpu_ms_per_notification",
                     "driver_cpu_ms_per_notification"):

@@ -72,6 +72,13 @@ def cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
 
 
+def cpu_and_faults(pid):
+    """(utime + stime in ticks, minor page faults, major page faults) of the whole process."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return int(fields[11]) + int(fields[12]), int(fields[7]), int(fields[9])  # fields 14, 15, 10, 12
+
+
 def threads(pid, proc="/proc"):
     """{tid: (name, ns on a CPU, voluntary switches, involuntary switches)} of each live thread
     (tid a string; a thread that exits while it is read is left out)."""
@@ -89,3 +96,32 @@ def threads(pid, proc="/proc"):
         except (OSError, KeyError, ValueError):
             pass
     return found
+
+
+SCHED_DEBUG = "/sys/kernel/debug/sched"
+# CFS's wake-up knobs (Linux 5.13 to 6.5 keep them in debugfs; EEVDF, 6.6 on, has base_slice_ns).
+SCHED_KNOBS = ("wakeup_granularity_ns", "latency_ns", "min_granularity_ns", "base_slice_ns")
+
+
+def scheduler(directory=SCHED_DEBUG):
+    """The guest kernel's release and the scheduler knobs that decide wake-up preemption, as read
+    (a knob the kernel lacks, or debugfs missing, is left out)."""
+    facts = {"kernel": os.uname().release}
+    for knob in SCHED_KNOBS:
+        try:
+            with open(os.path.join(directory, knob)) as file:
+                facts[knob] = int(file.read().strip())
+        except (OSError, ValueError):
+            pass
+    return facts
+
+
+def set_wakeup_granularity(nanoseconds, directory=SCHED_DEBUG):
+    """Writes CFS's wakeup_granularity_ns (a diagnostic: how much less CPU a woken task must have
+    had than the running one to preempt it); dies when the kernel has no such knob."""
+    path = os.path.join(directory, "wakeup_granularity_ns")
+    try:
+        with open(path, "w") as file:
+            file.write(str(nanoseconds))
+    except OSError as error:
+        die(f"cannot set {path}: {error}")

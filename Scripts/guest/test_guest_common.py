@@ -106,3 +106,27 @@ class ForgetDevicesTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SchedulerTests(unittest.TestCase):
+    def test_reads_the_knobs_the_kernel_has_and_leaves_out_the_others(self):
+        with tempfile.TemporaryDirectory() as directory:
+            for knob, value in (("wakeup_granularity_ns", "1000000\n"), ("latency_ns", "6000000\n"),
+                                ("base_slice_ns", "not a number\n")):
+                with open(os.path.join(directory, knob), "w") as file:
+                    file.write(value)
+            facts = guest_common.scheduler(directory)
+        self.assertEqual(facts["wakeup_granularity_ns"], 1000000)
+        self.assertEqual(facts["latency_ns"], 6000000)
+        self.assertNotIn("base_slice_ns", facts)
+        self.assertNotIn("min_granularity_ns", facts)
+        self.assertEqual(facts["kernel"], os.uname().release)
+
+    def test_sets_the_wakeup_granularity_and_dies_without_the_knob(self):
+        with tempfile.TemporaryDirectory() as directory:
+            with open(os.path.join(directory, "wakeup_granularity_ns"), "w") as file:
+                file.write("1000000\n")
+            guest_common.set_wakeup_granularity(20000000, directory)
+            self.assertEqual(guest_common.scheduler(directory)["wakeup_granularity_ns"], 20000000)
+            with mock.patch("sys.stderr", io.StringIO()), self.assertRaises(SystemExit):
+                guest_common.set_wakeup_granularity(1, os.path.join(directory, "missing"))

@@ -59,11 +59,14 @@ final class CentralDeliveryBacklog: Sendable {
 
     /// Appends `entry`; drops the oldest waiting entry of the same characteristic (a notification)
     /// or peripheral (a discovery) when that one has reached its limit.
-    func add(_ entry: Entry) -> Admission {
+    func add(_ entry: consuming Entry) -> Admission {
         let (key, limit, isNotification) = Self.bound(of: entry)
+        // Moved into the array, not copied (a copy retains the value's storage and both
+        // objects, and releases them again).
+        var moving = Optional(entry)
         return state.withLock { state in
             let sequence = state.firstSequence + state.entries.count
-            state.entries.append((entry, key))
+            state.entries.append((moving.take()!, key))
             state.live += 1
             var firstDrop = false
             if !state.indexed, state.live > Self.discoveryLimit {
@@ -90,8 +93,8 @@ final class CentralDeliveryBacklog: Sendable {
     func next() -> (entry: Entry?, dropped: Int) {
         state.withLock { state in
             while state.head < state.entries.count {
-                let slot = state.entries[state.head]
-                state.entries[state.head] = nil
+                // Moved out, leaving nil (no copy and release of the entry).
+                let slot = state.entries[state.head].take()
                 state.head += 1
                 guard let slot else { continue }
                 state.live -= 1

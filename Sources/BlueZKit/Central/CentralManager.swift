@@ -320,7 +320,7 @@ public final class CentralManager: Sendable {
     /// reading thread reads on, so what arrives meanwhile waits here, within the backlog's
     /// bounds, as with `async` (one drain is on its way at a time: only one thread waits).
     /// Anywhere else the drain goes to `queue` with `async`.
-    private func enqueue(_ entry: CentralDeliveryBacklog.Entry) {
+    private func enqueue(_ entry: consuming CentralDeliveryBacklog.Entry) {
         let admission = deliveries.add(entry)
         if admission.firstDrop {
             BlueZLog.warning(

@@ -46,7 +46,7 @@ package final class BlueZObjectCache: Sendable {
     }
 
     /// The signal handlers, for signals held during a load.
-    private enum SignalKind {
+    enum SignalKind {
         case interfacesAdded, interfacesRemoved, propertiesChanged
     }
 
@@ -54,8 +54,14 @@ package final class BlueZObjectCache: Sendable {
     private let events: @Sendable (Event) -> Void
 
     /// What the cache keeps on the connection's queue.
-    private struct State {
+    struct State {
         var objects: [ObjectPath: Interfaces] = [:]
+        /// Changes made through ``objects`` (a slot looks its object up again after one).
+        var shapeVersion = 0
+        /// The routes' value slots by index, nil where one ended (`BlueZObjectCache+ValueSlots.swift`).
+        var valueSlots: [ValueSlot?] = []
+        /// The slots with a value not yet written into `objects`, in the order they got one.
+        var pendingSlots: [Int] = []
         var isLoaded = false
         var loadError: DBusError?
         var generation = 0
@@ -63,12 +69,20 @@ package final class BlueZObjectCache: Sendable {
         var restartsInARow = 0
     }
     /// The cache's state, on `connection.queue` (checked on every access).
-    private let state: QueueBound<State>
+    let state: QueueBound<State>
 
-    /// The mirrored tree (on the queue).
+    /// The mirrored tree (on the queue). Routed values waiting in their slots are written into it
+    /// first, whether it is read or changed.
     private(set) package var objects: [ObjectPath: Interfaces] {
-        get { state.value.objects }
-        _modify { yield &state.value.objects }
+        get {
+            if !state.value.pendingSlots.isEmpty { Self.flushPendingValues(&state.value) }
+            return state.value.objects
+        }
+        _modify {
+            Self.flushPendingValues(&state.value)
+            state.value.shapeVersion &+= 1
+            yield &state.value.objects
+        }
     }
     /// True between a successful load and bluetoothd leaving (on the queue).
     private(set) package var isLoaded: Bool {
@@ -285,7 +299,9 @@ package final class BlueZObjectCache: Sendable {
         // A value notified through StartNotify, or read, that no route claimed
         // (`BlueZClient+ValueRoutes.swift`): stored, and reported as a value change.
         if let (interface, bytes) = Self.valueChange(message) {
-            guard let path = message.path, storeValue(bytes, at: path, interface: interface) else { return }
+            guard let path = message.path, Self.storeValue(bytes, at: path, interface: interface, in: &objects) else {
+                return
+            }
             return events(.valueChanged(path, interface: interface.rawValue, bytes))
         }
         guard let path = message.path, let index = objects.index(forKey: path), let change = message.propertiesChange(),
@@ -298,25 +314,7 @@ package final class BlueZObjectCache: Sendable {
                 path, interface: change.interface, changed: change.changed, invalidated: change.invalidated))
     }
 
-    /// Stores `bytes` as `Value` of `interface` of the object at `path`; false (nothing stored)
-    /// when the cache has no such object or it has no such interface.
-    private func storeValue(_ bytes: [UInt8], at path: ObjectPath, interface: InterfaceName) -> Bool {
-        // The object by its path; its interface and `Value` among the few it has by comparing
-        // names (no hashing), the value changed in place. Each index is used at once.
-        guard let index = objects.index(forKey: path),
-            let interfaceIndex = objects.values[index].firstIndex(where: { $0.key == interface.rawValue })
-        else { return false }
-        if let valueIndex = objects.values[index].values[interfaceIndex].firstIndex(where: {
-            $0.key == Self.valueProperty
-        }) {
-            objects.values[index].values[interfaceIndex].values[valueIndex] = .bytes(bytes)
-        } else {
-            objects.values[index].values[interfaceIndex][Self.valueProperty] = .bytes(bytes)
-        }
-        return true
-    }
-
-    /// What ``takeValue(_:at:interface:)`` did with a signal.
+    /// What ``takeValue(_:slot:)`` did with a signal.
     package enum ValueTake {
         /// The signal was the object's new `Value`, now stored: these bytes.
         case value([UInt8])
@@ -326,14 +324,6 @@ package final class BlueZObjectCache: Sendable {
         /// Another shape, or no tree is loaded: for the general path (which holds signals during
         /// a load).
         case notTaken
-    }
-
-    /// Takes a `PropertiesChanged` signal of the object at `path` whose only change is `Value`
-    /// of `interface` (a notification under `StartNotify`), for a route that knows where it goes:
-    /// the value is stored as the general path stores it, and no event is reported. On the queue.
-    package func takeValue(_ message: DBusMessage, at path: ObjectPath, interface: InterfaceName) -> ValueTake {
-        guard isLoaded, let bytes = message.propertiesChangedValueBytes(of: interface) else { return .notTaken }
-        return storeValue(bytes, at: path, interface: interface) ? .value(bytes) : .dropped
     }
 
     static let valueProperty = "Value"

@@ -106,4 +106,29 @@ import Testing
         #expect(log.all.filter { !$0.hasPrefix("adapter") } == ["route [5]", "event char000d [9]"])
         #expect(Base.properties(client.cache, bus)?["Value"] == .bytes([5]))
     }
+
+    /// A route's value waits in its slot until the cache is read: every reader sees the newest
+    /// value, and a route released anywhere (not cancelled on the queue) frees its slot, its
+    /// last value kept.
+    @Test func aRoutesSlotKeepsTheNewestValueForReadersAndIsFreedWithTheRoute() async throws {
+        let (bus, client, log) = try await Self.start()
+        defer { withExtendedLifetime(bus) {} }
+        var route: BlueZClient.ValueRoute? = try Self.route(client, log)
+        #expect(bus.app.queue.sync { client.cache.valueSlotCount } == 1)
+        for value: UInt8 in 1...5 { Tree.value(bus, Base.characteristic, [value]) }
+        try await Self.sentinel(bus, log, 9)
+        #expect(log.all.filter { $0.hasPrefix("route") }.count == 5)
+        #expect(Base.properties(client.cache, bus)?["Value"] == .bytes([5]))
+
+        Tree.value(bus, Base.characteristic, [6])
+        try await waitUntil("the sixth value routed") { log.all.last == "route [6]" }
+        withExtendedLifetime(route) {}
+        route = nil
+        try await waitUntil("the slot freed") { bus.app.queue.sync { client.cache.valueSlotCount } == 0 }
+        #expect(Base.properties(client.cache, bus)?["Value"] == .bytes([6]))
+        // No route: the general path again.
+        Tree.value(bus, Base.characteristic, [7])
+        try await Self.sentinel(bus, log, 10)
+        #expect(log.all.suffix(2) == ["event char000b [7]", "event char000d [10]"])
+    }
 }

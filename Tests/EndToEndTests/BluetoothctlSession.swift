@@ -25,10 +25,11 @@ final class BluetoothctlSession: Sendable {
         posix_spawn_file_actions_adddup2(&actions, fromChild[1], 1)
         posix_spawn_file_actions_adddup2(&actions, fromChild[1], 2)
         for fd in toChild + fromChild { posix_spawn_file_actions_addclose(&actions, fd) }
-        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/usr/bin/bluetoothctl"), nil]
+        let path = Self.executable
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup(path), nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        guard posix_spawn(&pid, "/usr/bin/bluetoothctl", &actions, nil, argv, environ) == 0 else {
+        guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else {
             throw CocoaError(.executableNotLoadable)
         }
         close(toChild[0])
@@ -83,6 +84,13 @@ final class BluetoothctlSession: Sendable {
     }
 
     /// An adapter's address, from bluetoothd (`busctl get-property`).
+    /// The bluetoothctl of the guest's bluetoothd: `BLUEZKIT_BLUETOOTHCTL` when `bluez-vm run
+    /// --bluez` runs a fetched version (its own client: Debian 13's 5.82 never lists a 5.66
+    /// bluetoothd's GATT objects), else the machine's own.
+    static var executable: String {
+        ProcessInfo.processInfo.environment["BLUEZKIT_BLUETOOTHCTL"] ?? "/usr/bin/bluetoothctl"
+    }
+
     static func address(of adapter: String) async throws -> String {
         let text = try await Tool.output(
             "/usr/bin/busctl",

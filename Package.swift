@@ -246,7 +246,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExampleTests",
-            dependencies: ["HeartRateProfile", "UARTProfile", "BlueZKit", "BlueZKitTesting", "TestSupport"],
+            dependencies: ["HeartRateProfile", "UARTProfile", "BlueZKit", "BlueZKitTesting", "TestSupport", "Locking"],
             swiftSettings: strictSettings
         ),
         .testTarget(

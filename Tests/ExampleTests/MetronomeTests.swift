@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import HeartRateProfile
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -18,9 +18,9 @@ import Testing
 
     @Test func ticksRunOnTheQueueUntilCancelledThere() async throws {
         let queue = Self.queue("metronome-test")
-        let ticks = Mutex((count: 0, offQueue: 0, afterCancel: 0))
-        let cancelled = Mutex(false)
-        let metronomeBox = Mutex<Metronome?>(nil)
+        let ticks = PosixMutex((count: 0, offQueue: 0, afterCancel: 0))
+        let cancelled = PosixMutex(false)
+        let metronomeBox = PosixMutex<Metronome?>(nil)
         let metronome = Metronome(interval: .milliseconds(2), queue: queue) {
             ticks.withLock { ticks in
                 ticks.count += 1
@@ -42,7 +42,7 @@ import Testing
         #expect(metronome.isCancelled)
         // A second metronome on the same queue and interval ticking ten times is time enough
         // for the first to have ticked again, had the cancel not held.
-        let probeTicks = Mutex(0)
+        let probeTicks = PosixMutex(0)
         let probe = Metronome(interval: .milliseconds(2), queue: queue) { probeTicks.withLock { $0 += 1 } }
         probe.start()
         try await waitUntil("the probe ticked ten times") { probeTicks.withLock { $0 } >= 10 }
@@ -55,11 +55,11 @@ import Testing
 
     @Test func aMetronomeCancelledBeforeItStartsNeverTicks() async throws {
         let queue = Self.queue("metronome-test-cancelled")
-        let ticks = Mutex(0)
+        let ticks = PosixMutex(0)
         let metronome = Metronome(interval: .milliseconds(1), queue: queue) { ticks.withLock { $0 += 1 } }
         metronome.cancel()
         metronome.start()
-        let probeTicks = Mutex(0)
+        let probeTicks = PosixMutex(0)
         let probe = Metronome(interval: .milliseconds(1), queue: queue) { probeTicks.withLock { $0 += 1 } }
         probe.start()
         try await waitUntil("the probe ticked ten times") { probeTicks.withLock { $0 } >= 10 }
@@ -70,7 +70,7 @@ import Testing
     @Test func startingTwiceStartsOneThread() async throws {
         let queue = Self.queue("metronome-test-twice")
         // `queue.sync` runs the handler on the metronome's thread: a second thread would show.
-        let threads = Mutex((ticks: 0, seen: Set<UInt>()))
+        let threads = PosixMutex((ticks: 0, seen: Set<UInt>()))
         let metronome = Metronome(interval: .milliseconds(2), queue: queue) {
             let thread = UInt(pthread_self())
             threads.withLock {

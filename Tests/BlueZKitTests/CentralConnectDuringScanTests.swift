@@ -1,5 +1,6 @@
 import BlueZKit
 import BlueZKitTesting
+import Locking
 import TestSupport
 import Testing
 
@@ -22,10 +23,24 @@ import Testing
         try await waitUntil("discovering") { adapter.isDiscovering }
         // The Connect stays unanswered: the pause ends by its limit, not with the attempt.
         fixture.bluez.inject(.noReply, for: .connect)
+        // Our session stops for the attempt (the engine sends the Connect once the stop is
+        // answered). Watched as it happens rather than looked at once the Connect is in: the pause
+        // ends by its limit (2 s, not scaled), which a loaded machine can pass before the test
+        // looks (ThreadSanitizer beside the whole tier on Debian 13, 2026-12-07).
+        let sawPause = PosixMutex(false)
+        let watcher = Task {
+            while !Task.isCancelled {
+                if adapter.discoverySessionCount == 0, !adapter.isDiscovering {
+                    sawPause.withLock { $0 = true }
+                    return
+                }
+                try? await Task.sleep(for: .milliseconds(2))
+            }
+        }
+        defer { watcher.cancel() }
         fixture.central.connect(peripheral)
         try await waitUntil("Connect reached bluetoothd") { fixture.bluez.unfiredFaultCount == 0 }
-        #expect(!adapter.isDiscovering)
-        #expect(adapter.discoverySessionCount == 0)
+        try await waitUntil("our discovery paused for the attempt") { sawPause.withLock { $0 } }
         // The app's scan has not stopped, as on Core Bluetooth.
         #expect(fixture.central.isScanning)
         try await waitUntil("discovering again after the pause's limit", timeout: .seconds(10)) {

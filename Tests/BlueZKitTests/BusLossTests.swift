@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -124,7 +124,7 @@ struct BusLossTests {
 struct InterruptedRegistrationTests {
     final class AddRecorder: PeripheralManagerDelegate, @unchecked Sendable {
         let queue = DispatchQueue(label: "test.interrupted-registration")
-        let added = Mutex<[String]>([])
+        let added = PosixMutex<[String]>([])
         func peripheralManagerDidUpdateState(_ peripheral: PeripheralManager) {}
         func peripheralManager(_ peripheral: PeripheralManager, didAdd service: MutableService, error: (any Error)?) {
             added.withLock { $0.append(error.map { "failed: \($0)" } ?? "added") }

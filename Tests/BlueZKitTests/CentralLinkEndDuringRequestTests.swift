@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -22,7 +22,7 @@ import Testing
     static func writeError(reason: String?) async throws -> BluetoothError? {
         let bluez = try await SimulatedBlueZ.start(options: .init(version: reason == nil ? .bluez5_82 : .bluez5_87))
         defer { bluez.stop() }
-        let sensor = Mutex<SimulatedPeripheral?>(nil)
+        let sensor = PosixMutex<SimulatedPeripheral?>(nil)
         let control = SimulatedCharacteristic(uuid: "FFF1", flags: ["write"], onRead: nil) {
             _ throws(SimulatedATTError) in
             guard let peripheral = sensor.withLock({ $0 }) else { return }

@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -12,7 +12,7 @@ import Testing
     /// Counts `didConnect` and `didDisconnectPeripheral`.
     final class LinkRecorder: CentralManagerDelegate, Sendable {
         let queue = DispatchQueue(label: "test.connect-by-address")
-        private let counts = Mutex((connected: 0, disconnected: 0))
+        private let counts = PosixMutex((connected: 0, disconnected: 0))
         var connected: Int { counts.withLock { $0.connected } }
         var disconnected: Int { counts.withLock { $0.disconnected } }
         func centralManagerDidUpdateState(_ central: CentralManager) {}

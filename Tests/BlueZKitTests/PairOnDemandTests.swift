@@ -2,7 +2,7 @@ import BlueZKit
 import BlueZKitTesting
 import Dispatch
 import Foundation
-import Synchronization
+import Locking
 import TestSupport
 import Testing
 
@@ -192,7 +192,7 @@ final class RecordingPairingDelegate: PairingAgentDelegate, Sendable {
         var held: (@Sendable (Bool) -> Void)?
         var heldAnswered = false
     }
-    private let state = Mutex(State())
+    private let state = PosixMutex(State())
     var requests: [String] { state.withLock { $0.requests } }
     var heldAnswered: Bool { state.withLock { $0.heldAnswered } }
 

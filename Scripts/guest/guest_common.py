@@ -65,18 +65,17 @@ def wait_until(seconds, check, what, interval=0.2):
     return True
 
 
+def cpu_and_faults(pid):
+    """(utime + stime in ticks, minor page faults, major page faults) of the whole process (all
+    threads, exited ones too)."""
+    with open(f"/proc/{pid}/stat", "rb") as stat:
+        fields = stat.read().rsplit(b")", 1)[1].split()
+    return int(fields[11]) + int(fields[12]), int(fields[7]), int(fields[9])  # fields 14, 15, 10, 12 of proc(5)
+
+
 def cpu_ticks(pid):
     """utime + stime of the whole process (all threads, exited ones too), in ticks."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # fields 14 and 15 of proc(5)
-
-
-def cpu_and_faults(pid):
-    """(utime + stime in ticks, minor page faults, major page faults) of the whole process."""
-    with open(f"/proc/{pid}/stat", "rb") as stat:
-        fields = stat.read().rsplit(b")", 1)[1].split()
-    return int(fields[11]) + int(fields[12]), int(fields[7]), int(fields[9])  # fields 14, 15, 10, 12
+    return cpu_and_faults(pid)[0]
 
 
 def threads(pid, proc="/proc"):

@@ -130,3 +130,15 @@ class SchedulerTests(unittest.TestCase):
             self.assertEqual(guest_common.scheduler(directory)["wakeup_granularity_ns"], 20000000)
             with mock.patch("sys.stderr", io.StringIO()), self.assertRaises(SystemExit):
                 guest_common.set_wakeup_granularity(1, os.path.join(directory, "missing"))
+
+
+class ProcessStatTests(unittest.TestCase):
+    def test_cpu_and_faults_reads_this_process(self):
+        before = guest_common.cpu_and_faults(os.getpid())
+        pages = bytearray(64 * 4096)  # touched: new pages fault in
+        for offset in range(0, len(pages), 4096):
+            pages[offset] = 1
+        after = guest_common.cpu_and_faults(os.getpid())
+        self.assertGreaterEqual(after[1] - before[1], 16)
+        self.assertGreaterEqual(after[0], before[0])
+        self.assertEqual(guest_common.cpu_ticks(os.getpid()) >= after[0], True)

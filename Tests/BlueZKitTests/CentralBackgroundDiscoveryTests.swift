@@ -40,6 +40,52 @@ import Testing
             { fixture.bluez.adapters.first?.isDiscovering == false })
     }
 
+    /// A background start queued behind a `stopScan()` that then found the device back (and so
+    /// stopped the scan's session) is stale and is not run. CI's fast tier (57b7235) once saw
+    /// the first test here fail so: the stop ran once the device was known again while its
+    /// `Connect` was under way, then the start queued before it began a discovery that nothing
+    /// stopped (the engine no longer wanted one). Here another program's discovery brings the
+    /// device back while our scan's start is unanswered, and a slow link keeps the request pending.
+    @Test func aBackgroundStartQueuedBeforeAStopThatFoundTheDeviceIsNotRun() async throws {
+        var timing = SimulatedBlueZ.Timing.fast
+        timing.connection = TestTime.scaled(.seconds(3))
+        let fixture = try await CentralFixture.make(options: .init(timing: timing))
+        let (sensor, peripheral) = try await CentralManagerConnectTests.discoverSensor(fixture)
+        try await waitUntil("the first scan stopped") { fixture.bluez.adapters.first?.isDiscovering == false }
+        let other = RecordingCentralDelegate()
+        let otherCentral = CentralManager(
+            delegate: other, queue: other.queue, options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
+        try await waitUntil("the other program's central is powered on") { otherCentral.state == .poweredOn }
+
+        // Our scan's start is answered late; its stop and the connection's background start
+        // queue behind it.
+        // Under the call's 5 s limit at any time scale (ThreadSanitizer's is 4).
+        fixture.bluez.inject(.delay(min(TestTime.scaled(.seconds(2)), .seconds(4))), for: .startDiscovery)
+        fixture.central.scanForPeripherals(withServices: nil)
+        try await waitUntil("our scan's start reached bluetoothd") { fixture.bluez.unfiredFaultCount == 0 }
+        fixture.central.stopScan()
+        sensor.setInRange(false)
+        #expect(fixture.bluez.removeDevice(sensor))
+        fixture.central.connect(peripheral)
+        // Meanwhile another program's discovery finds the device again: our request's `Connect`
+        // goes out and takes 3 s, so the stop sees the device known and a request pending.
+        sensor.setInRange(true)
+        otherCentral.scanForPeripherals(withServices: nil)
+        try await waitUntil("the other program found the device") { !other.discoveries(named: "HRM").isEmpty }
+        sensor.advertise()
+
+        try await waitUntil("connected", timeout: .seconds(20)) { peripheral.state == .connected }
+        otherCentral.stopScan()
+        try await pollUntil(
+            "no discovery runs", timeout: .seconds(10),
+            diagnostics: {
+                let adapter = fixture.bluez.adapters.first
+                return "discovering: \(String(describing: adapter?.isDiscovering)), "
+                    + "sessions: \(String(describing: adapter?.discoverySessionCount))"
+            },
+            { fixture.bluez.adapters.first?.discoverySessionCount == 0 })
+    }
+
     /// A background start that bluetoothd answers after the client's 5 s limit took effect all
     /// the same (bluetoothd registers the session when the call arrives): the engine stops it,
     /// asking again while bluetoothd answers InProgress (`stop_discovery` refuses a session whose
@@ -71,6 +117,29 @@ import Testing
             },
             {
                 // The session (registered at once, kept until a stop succeeds) is gone, and with it the scan.
+                fixture.bluez.adapters.first?.discoverySessionCount == 0
+                    && fixture.bluez.adapters.first?.isDiscovering == false
+            })
+    }
+
+    /// A `stopScan()` whose scan's start bluetoothd had not answered within the call's 5 s limit
+    /// stops the session all the same: bluetoothd answers the first `StopDiscovery` with
+    /// InProgress, and the engine asks again until the start is done. It used to log the
+    /// refusal and leave the scan running.
+    @Test func aStopScanAfterAStartAnsweredLateStopsTheSession() async throws {
+        let fixture = try await CentralFixture.make()
+        fixture.bluez.inject(.delay(.seconds(7)), for: .startDiscovery)
+        fixture.central.scanForPeripherals(withServices: nil)
+        try await waitUntil("the start reached bluetoothd") { fixture.bluez.unfiredFaultCount == 0 }
+        fixture.central.stopScan()
+        try await pollUntil(
+            "the scan's session ends", timeout: .seconds(20),
+            diagnostics: {
+                let adapter = fixture.bluez.adapters.first
+                return "discovering: \(String(describing: adapter?.isDiscovering)), "
+                    + "sessions: \(String(describing: adapter?.discoverySessionCount))"
+            },
+            {
                 fixture.bluez.adapters.first?.discoverySessionCount == 0
                     && fixture.bluez.adapters.first?.isDiscovering == false
             })

@@ -247,6 +247,13 @@ extension CentralEngine {
         guard wanted != backgroundDiscovery else { return }
         backgroundDiscovery = wanted
         inDiscoveryOrder {
+            // The wish changed again after this command was queued, and queued its own: this one
+            // is stale. Run, it would start a discovery after a stop that a later command took
+            // for the last word (a `stopScan()` that found the device back stops the scan's
+            // session; a start queued before it then began one that nothing stopped).
+            guard self.backgroundDiscovery == wanted else {
+                return BlueZLog.debug("background discovery: \(wanted ? "start" : "stop") superseded")
+            }
             do throws(BlueZError) {
                 BlueZLog.debug("background discovery: \(wanted ? "start" : "stop")")
                 if wanted {
@@ -279,7 +286,8 @@ extension CentralEngine {
         }
     }
 
-    /// `StopDiscovery` after a start whose reply was lost (on the queue, in discovery order).
+    /// `StopDiscovery` after a start whose reply was lost (on the queue, in discovery order): the
+    /// background discovery's, or a scan's that `stopScan()` found still unanswered.
     /// While that start is still under way bluetoothd answers Busy (`InProgress`: `stop_discovery`
     /// refuses a session whose start has not been answered), so it asks again, every 500 ms for up
     /// to 10 s; "No discovery started" (the start never took effect) or success ends it.

@@ -119,6 +119,10 @@ final class CentralEngine: Sendable {
             if self.backgroundDiscovery { return }
             do throws(BlueZError) {
                 try await self.client.stopDiscovery()
+            } catch  where error.code == .inProgress {
+                // The scan's start is still unanswered at bluetoothd (its reply was lost to the
+                // call's limit): asked again until it is answered, else the session ran on.
+                await self.stopLateStartedDiscovery()
             } catch {
                 BlueZLog.debug("StopDiscovery: \(error)")
             }

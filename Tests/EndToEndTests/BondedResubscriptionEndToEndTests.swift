@@ -82,13 +82,29 @@ extension EndToEndTests {
         try await waitUntil("the link dropped", timeout: .seconds(30)) { sensor.state == .disconnected }
         try await waitUntil("unsubscribed with the link", timeout: .seconds(30)) { server.count("unsubscribed") == 1 }
 
-        // The central connects again and subscribes again, as an app does in didConnect.
-        centralManager.connect(sensor)
-        try await waitUntil("connected again", timeout: .seconds(60)) { sensor.state == .connected }
-        let (_, again) = try await Self.bondedCharacteristics(sensor, recorder, round: 2)
-        sensor.setNotifyValue(true, for: again)
+        // The central connects again and subscribes again, as an app does in didConnect. The
+        // peripheral's kernel can end the link it has just accepted (Debian 13's guest, 5.66,
+        // 2026-12-07: hci1 "disconnected, reason 2" with no Disconnect from bluetoothd, right
+        // after "setsockopt(BT_SECURITY): Invalid argument" as bluetoothd raised the bonded
+        // central's ATT security): the app hears didDisconnect and connects again, as here.
+        var again: Characteristic?
+        var dropped = 0
+        for attempt in 1...3 where again == nil {
+            centralManager.connect(sensor)
+            try await waitUntil("connected again (\(attempt))", timeout: .seconds(60)) { sensor.state == .connected }
+            if let found = try await Self.bondedCharacteristicsUnlessDropped(sensor, recorder) {
+                again = found.1
+            } else {
+                dropped += 1
+            }
+        }
+        let resubscribed = try #require(again, "the link dropped on each of 3 returns")
+        sensor.setNotifyValue(true, for: resubscribed)
         try await waitUntil("notifying again", timeout: .seconds(30)) { recorder.count("notifying 2A37 true") == 2 }
-        try await waitUntil("subscribed again", timeout: .seconds(30)) { server.count("subscribed") == 2 }
+        // Each link that dropped took with it the subscription the manager may have reported on it.
+        try await waitUntil("subscribed again", timeout: .seconds(30)) {
+            server.count("subscribed") >= 2 && server.count("subscribed") == server.count("unsubscribed") + 1
+        }
         let arrived: () async throws -> Bool = {
             _ = manager.updateValue(Data([0x00, 0x52]), for: measurement, onSubscribedCentrals: nil)
             return recorder.count("value 2A37 0052") >= 1
@@ -96,13 +112,43 @@ extension EndToEndTests {
         try await pollUntil(
             "the value after the return", timeout: .seconds(15),
             diagnostics: { "peripheral: \(server.log)\ncentral: \(recorder.events)" }, arrived)
-        #expect(server.count("subscribed") == 2, "\(server.log)")
-        #expect(server.count("unsubscribed") == 1, "\(server.log)")
+        #expect(server.count("subscribed") == server.count("unsubscribed") + 1, "\(server.log)")
+        #expect((1...1 + dropped).contains(server.count("unsubscribed")), "\(server.log)")
 
         centralManager.cancelPeripheralConnection(sensor)
         try await waitUntil("disconnected", timeout: .seconds(30)) { sensor.state == .disconnected }
         manager.stopAdvertising()
         manager.removeAllServices()
+    }
+
+    /// ``bondedCharacteristics(_:_:round:)`` on a link that may drop under it: nil when service
+    /// or characteristic discovery ended without them because the link went (the peripheral
+    /// then reads `.disconnected`); a link that stays up must give both.
+    private static func bondedCharacteristicsUnlessDropped(_ sensor: Peripheral, _ recorder: E2EPeripheralDelegate)
+        async throws -> (Characteristic, Characteristic)?
+    {
+        func linkWent() async throws {
+            try await pollUntil("the link down, as discovery failed", timeout: .seconds(30)) {
+                sensor.state == .disconnected
+            }
+        }
+        let services = recorder.count("services")
+        sensor.discoverServices([bondedService])
+        try await waitUntil("services", timeout: .seconds(30)) { recorder.count("services") > services }
+        guard let remote = sensor.services?.first(where: { $0.uuid == bondedService }) else {
+            try await linkWent()
+            return nil
+        }
+        let characteristics = recorder.count("characteristics")
+        sensor.discoverCharacteristics(nil, for: remote)
+        try await waitUntil("characteristics") { recorder.count("characteristics") > characteristics }
+        guard let found = remote.characteristics, let secret = found.first(where: { $0.uuid == BluetoothUUID(0x2A19) }),
+            let measurement = found.first(where: { $0.uuid == BluetoothUUID(0x2A37) })
+        else {
+            try await linkWent()
+            return nil
+        }
+        return (secret, measurement)
     }
 
     /// Discovers the bonded-test service's two characteristics (the `round`th discovery).

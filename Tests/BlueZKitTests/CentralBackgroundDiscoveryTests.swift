@@ -57,9 +57,8 @@ import Testing
             delegate: other, queue: other.queue, options: CentralManagerOptions(busAddress: fixture.bluez.busAddress))
         try await waitUntil("the other program's central is powered on") { otherCentral.state == .poweredOn }
 
-        // Our scan's start is answered late; its stop and the connection's background start
-        // queue behind it.
-        // Under the call's 5 s limit at any time scale (ThreadSanitizer's is 4).
+        // Our scan's start is answered late (under the call's 5 s limit at any time scale;
+        // ThreadSanitizer's is 4); its stop and the connection's background start queue behind it.
         fixture.bluez.inject(.delay(min(TestTime.scaled(.seconds(2)), .seconds(4))), for: .startDiscovery)
         fixture.central.scanForPeripherals(withServices: nil)
         try await waitUntil("our scan's start reached bluetoothd") { fixture.bluez.unfiredFaultCount == 0 }
@@ -76,14 +75,7 @@ import Testing
 
         try await waitUntil("connected", timeout: .seconds(20)) { peripheral.state == .connected }
         otherCentral.stopScan()
-        try await pollUntil(
-            "no discovery runs", timeout: .seconds(10),
-            diagnostics: {
-                let adapter = fixture.bluez.adapters.first
-                return "discovering: \(String(describing: adapter?.isDiscovering)), "
-                    + "sessions: \(String(describing: adapter?.discoverySessionCount))"
-            },
-            { fixture.bluez.adapters.first?.discoverySessionCount == 0 })
+        try await Self.waitUntilNoDiscoverySession(fixture, "no discovery runs", timeout: .seconds(10))
     }
 
     /// A background start that bluetoothd answers after the client's 5 s limit took effect all
@@ -108,18 +100,8 @@ import Testing
         fixture.central.cancelPeripheralConnection(peripheral)
         try await waitUntil("cancelled") { peripheral.state == .disconnected }
 
-        try await pollUntil(
-            "the late-started discovery stops", timeout: .seconds(20),
-            diagnostics: {
-                let adapter = fixture.bluez.adapters.first
-                return "discovering: \(String(describing: adapter?.isDiscovering)), "
-                    + "sessions: \(String(describing: adapter?.discoverySessionCount))"
-            },
-            {
-                // The session (registered at once, kept until a stop succeeds) is gone, and with it the scan.
-                fixture.bluez.adapters.first?.discoverySessionCount == 0
-                    && fixture.bluez.adapters.first?.isDiscovering == false
-            })
+        // The session (registered at once, kept until a stop succeeds) is gone, and with it the scan.
+        try await Self.waitUntilNoDiscoverySession(fixture, "the late-started discovery stops", timeout: .seconds(20))
     }
 
     /// A `stopScan()` whose scan's start bluetoothd had not answered within the call's 5 s limit
@@ -132,8 +114,15 @@ import Testing
         fixture.central.scanForPeripherals(withServices: nil)
         try await waitUntil("the start reached bluetoothd") { fixture.bluez.unfiredFaultCount == 0 }
         fixture.central.stopScan()
+        try await Self.waitUntilNoDiscoverySession(fixture, "the scan's session ends", timeout: .seconds(20))
+    }
+
+    /// Waits until the simulated adapter has no discovery session left and is not discovering.
+    private static func waitUntilNoDiscoverySession(_ fixture: CentralFixture, _ what: String, timeout: Duration)
+        async throws
+    {
         try await pollUntil(
-            "the scan's session ends", timeout: .seconds(20),
+            what, timeout: timeout,
             diagnostics: {
                 let adapter = fixture.bluez.adapters.first
                 return "discovering: \(String(describing: adapter?.isDiscovering)), "
